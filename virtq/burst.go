@@ -1,0 +1,114 @@
+package virtq
+
+// MaxBurst is the most chains one Pop returns.
+const MaxBurst = 32
+
+// MaxBurstSegs bounds the translated segments of one burst. A chain needs a
+// segment per descriptor, plus one for every guest region its buffers cross.
+// Linux guests use up to MAX_SKB_FRAGS+2 (19) descriptors per chain.
+const MaxBurstSegs = 1024
+
+// MaxChainDescs bounds the descriptors of one chain, direct and indirect
+// together. Longer chains are hostile (or broken) and fail the ring.
+const MaxChainDescs = 1024
+
+// Chain is one descriptor chain the driver made available, as a view into
+// the Burst that holds its segments.
+type Chain struct {
+	// ID is what completes the chain: the buffer id (packed) or the head
+	// descriptor index (split).
+	ID uint16
+	// Descs is how many ring slots the chain occupies (an indirect
+	// descriptor counts as one). The packed ring needs it to complete.
+	Descs uint16
+	// ReadLen and WriteLen are the byte totals of its readable
+	// (driver -> device) and writable (device -> driver) buffers.
+	ReadLen, WriteLen uint32
+
+	segStart, nRead, nWrite uint16
+}
+
+// Burst holds up to MaxBurst chains popped from a ring, with their buffers
+// translated to host bytes. A worker owns one Burst per queue and reuses it:
+// Pop resets it, so nothing is allocated per frame. The host slices point
+// into guest memory and are valid until the memory table is replaced.
+type Burst struct {
+	Chains [MaxBurst]Chain
+	N      int
+
+	segs  [MaxBurstSegs][]byte
+	nsegs int
+}
+
+// Reset empties the burst.
+func (b *Burst) Reset() {
+	b.N = 0
+	b.nsegs = 0
+}
+
+// Readable returns the readable segments of chain i, in chain order.
+func (b *Burst) Readable(i int) [][]byte {
+	c := &b.Chains[i]
+	s := int(c.segStart)
+	return b.segs[s : s+int(c.nRead)]
+}
+
+// Writable returns the writable segments of chain i, in chain order.
+func (b *Burst) Writable(i int) [][]byte {
+	c := &b.Chains[i]
+	s := int(c.segStart) + int(c.nRead)
+	return b.segs[s : s+int(c.nWrite)]
+}
+
+// Chain building, for the ring kinds. A ring calls BeginChain, then
+// AddReadable/AddWritable once per descriptor (an error means the chain did
+// not fit; the ring then calls AbortChain and stops the burst there, so the
+// chain is popped again next burst, unless it is the burst's first chain, in
+// which case it can never fit and the ring fails with ErrChainTooLong), then
+// CommitChain.
+
+// SegsLeft is how many segments the burst still has room for.
+func (b *Burst) SegsLeft() int { return MaxBurstSegs - b.nsegs }
+
+// Full reports whether the burst has no room for another chain.
+func (b *Burst) Full() bool { return b.N == MaxBurst || b.nsegs == MaxBurstSegs }
+
+// BeginChain starts chain b.N.
+func (b *Burst) BeginChain() *Chain {
+	c := &b.Chains[b.N]
+	*c = Chain{segStart: uint16(b.nsegs)}
+	return c
+}
+
+// SegTail returns the unused segment array, for guestmem.AppendSegments to
+// fill without allocating: pass tail[:0] and hand the result's length to
+// AddSegs.
+func (b *Burst) SegTail() [][]byte { return b.segs[b.nsegs:] }
+
+// AddSegs records n segments just written at SegTail as readable or
+// writable bytes of the current chain, totalling length bytes.
+// The ring kinds enforce that readable descriptors come first.
+func (b *Burst) AddSegs(c *Chain, n int, length uint32, writable bool) {
+	b.nsegs += n
+	if writable {
+		c.nWrite += uint16(n)
+		c.WriteLen += length
+	} else {
+		c.nRead += uint16(n)
+		c.ReadLen += length
+	}
+}
+
+// AbortChain drops the current chain's segments.
+func (b *Burst) AbortChain(c *Chain) { b.nsegs = int(c.segStart) }
+
+// CommitChain makes the current chain part of the burst.
+func (b *Burst) CommitChain() { b.N++ }
+
+// Used completes a chain: the driver gets its buffer back with Len bytes
+// written into its writable part.
+type Used struct {
+	ID    uint16
+	Descs uint16 // copied from Chain.Descs
+	Len   uint32
+}
