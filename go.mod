@@ -4,4 +4,4 @@ go 1.26.0
 
 require github.com/vishvananda/netns v0.0.5
 
-require golang.org/x/sys v0.50.0 // indirect
+require golang.org/x/sys v0.50.0
