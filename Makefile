@@ -1,0 +1,60 @@
+# xvswitch: the two commands the README opens with are `make demo` and
+# `make test`. Both install what they need first (scripts/install-deps).
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+GO ?= go
+# Integration tests share two CPUs and pin DPDK lcores: run packages one at
+# a time so peers of different packages never compete for the same core.
+GOTEST_FLAGS ?= -count=1 -p 1 -timeout 40m
+FUZZTIME ?= 5s
+
+.PHONY: all build demo test lint vet fmt-check staticcheck unit fuzz-smoke guest deps-demo deps-test generate
+
+all: build
+
+build:
+	$(GO) build ./...
+
+deps-demo:
+	@scripts/install-deps demo
+
+deps-test:
+	@scripts/install-deps test
+
+# The guest kernel and initramfs for QEMU tests, cached in /var/cache/xvswitch.
+guest:
+	@echo "==> building (or reusing) the QEMU test guest"
+	@$(GO) run ./test/cmd/build-guest
+
+demo: deps-demo guest
+	@echo "==> demo: a QEMU guest with two vhost-user NICs, pinging across a DPDK testpmd back-end"
+	$(GO) test -count=1 -v -run '^TestReferenceDemo$$' ./test/
+
+test: deps-test lint guest
+	@echo "==> go test ./... (root, namespaces, DPDK and QEMU tests included)"
+	$(GO) test $(GOTEST_FLAGS) ./...
+	@$(MAKE) --no-print-directory fuzz-smoke
+
+# Every fuzz target runs for FUZZTIME, so the fuzzers and their corpora stay alive.
+fuzz-smoke:
+	@scripts/fuzz-smoke $(FUZZTIME)
+
+lint: fmt-check vet staticcheck
+
+fmt-check:
+	@echo "==> gofmt"
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	@echo "==> go vet"
+	$(GO) vet ./...
+
+staticcheck:
+	@echo "==> staticcheck"
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+# Regenerates bpf/'s committed bpf2go output; needs clang, llvm, libbpf-dev.
+generate:
+	@scripts/install-deps gen
+	$(GO) generate ./bpf
