@@ -1,0 +1,68 @@
+package bpf
+
+// Counters are the program's per-verdict frame counts for one interface,
+// summed over CPUs. Each frame the program sees adds one to exactly one of
+// the first five fields (see Total); SteeredBroadcast and SteeredMulticast
+// break down the steered ones (Redirected + NoSocketPassed +
+// BadQueuePassed). Field names match the C struct xvs_counters', which
+// bpftool prints in snake case.
+type Counters struct {
+	// Redirected: steered, and the rx queue's XSKMAP slot held a socket.
+	// A frame can still be lost inside the socket (RX ring full); the
+	// socket's XDP_STATISTICS count that.
+	Redirected uint64
+	// NoSocketPassed: steered, but the slot was empty, so the frame went to
+	// the kernel (the redirect's fallback) instead.
+	NoSocketPassed uint64
+	// BadQueuePassed: steered, but the rx queue is beyond the XSKMAP
+	// (MaxQueues): passed to the kernel.
+	BadQueuePassed uint64
+	// NotOwnedPassed: not the switch's frame under the policy: passed.
+	NotOwnedPassed uint64
+	// ShortPassed: shorter than an Ethernet header: passed (the kernel
+	// drops it).
+	ShortPassed uint64
+	// SteeredBroadcast and SteeredMulticast: of the steered frames, those
+	// to the broadcast address and to other group addresses.
+	SteeredBroadcast uint64
+	SteeredMulticast uint64
+}
+
+// Total is the number of frames the program has seen.
+func (c Counters) Total() uint64 {
+	return c.Redirected + c.NoSocketPassed + c.BadQueuePassed + c.NotOwnedPassed + c.ShortPassed
+}
+
+// Steered is the number of frames the policy gave to the switch, whether or
+// not a socket took them.
+func (c Counters) Steered() uint64 {
+	return c.Redirected + c.NoSocketPassed + c.BadQueuePassed
+}
+
+// Sub returns c - old, field by field: the frames counted since old was read.
+func (c Counters) Sub(old Counters) Counters {
+	return Counters{
+		Redirected:       c.Redirected - old.Redirected,
+		NoSocketPassed:   c.NoSocketPassed - old.NoSocketPassed,
+		BadQueuePassed:   c.BadQueuePassed - old.BadQueuePassed,
+		NotOwnedPassed:   c.NotOwnedPassed - old.NotOwnedPassed,
+		ShortPassed:      c.ShortPassed - old.ShortPassed,
+		SteeredBroadcast: c.SteeredBroadcast - old.SteeredBroadcast,
+		SteeredMulticast: c.SteeredMulticast - old.SteeredMulticast,
+	}
+}
+
+// sumCounters adds up the per-CPU copies of the C struct.
+func sumCounters(perCPU []steerXvsCounters) Counters {
+	var s Counters
+	for _, v := range perCPU {
+		s.Redirected += v.Redirected
+		s.NoSocketPassed += v.NoSocketPassed
+		s.BadQueuePassed += v.BadQueuePassed
+		s.NotOwnedPassed += v.NotOwnedPassed
+		s.ShortPassed += v.ShortPassed
+		s.SteeredBroadcast += v.SteeredBroadcast
+		s.SteeredMulticast += v.SteeredMulticast
+	}
+	return s
+}
