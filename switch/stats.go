@@ -9,15 +9,15 @@ import "sync/atomic"
 type Drop uint8
 
 const (
-	DropNoRxBuffers   Drop = iota // the guest had no receive buffers posted
-	DropBufferSmall               // the guest's buffers were too small for the frame (no MRG_RXBUF)
-	DropTxFull                    // the NIC's TX ring or frame pool was full
-	DropPortDown                  // the output port is not ready (no guest, ring disabled)
-	DropTooLong                   // longer than the output port's MTU
-	DropMalformed                 // shorter than an Ethernet header, or a bad virtio-net header
-	DropRingBroken                // the guest broke its ring; the device is marked broken
-	DropHairpin                   // the destination is the port the frame came in on
-	DropNoDest                    // no other port to send it to (a one-port switch, a dangling cross-connect)
+	DropNoRxBuffers Drop = iota // the guest had no receive buffers posted
+	DropBufferSmall             // the guest's buffers were too small for the frame (no MRG_RXBUF)
+	DropTxFull                  // the NIC's TX ring or frame pool was full
+	DropPortDown                // the output port is not ready (no guest, ring disabled)
+	DropTooLong                 // longer than the output port's MTU
+	DropMalformed               // shorter than an Ethernet header, or a bad virtio-net header
+	DropRingBroken              // the guest broke its ring; the device is marked broken
+	DropHairpin                 // the destination is the port the frame came in on
+	DropNoDest                  // no other port to send it to (a one-port switch, a dangling cross-connect)
 	numDrops
 )
 
