@@ -37,7 +37,7 @@ type shape struct {
 // want is what the device must see for a chain, and what the driver must
 // get back.
 type want struct {
-	read      []byte               // readable bytes, in chain order
+	read      []byte                // readable bytes, in chain order
 	writeBufs []drivertest.SplitBuf // writable buffers, in chain order
 	writeCap  uint32
 	descs     uint16

@@ -34,7 +34,7 @@ type Ring struct {
 	// inFlight[head] is set from Pop to Push. A fixed array sized at New:
 	// it catches a head the driver reuses while the device still owns it,
 	// and a device that completes a head twice.
-	inFlight []bool
+	inFlight  []bool
 	nInFlight int
 
 	// err is the first error a hostile ring produced; once set the ring is
