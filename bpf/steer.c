@@ -99,22 +99,25 @@ struct {
 	__type(value, struct xvs_counters);
 } counters SEC(".maps");
 
-/* Whether the switch owns a frame with this destination, under cfg. */
+/* Whether the switch owns a frame with this destination, under cfg; sets
+ * *bcast or *mcast for group addresses, whatever the answer. */
 static __always_inline int owned(const struct xvs_config *cfg, const __u8 *dst,
 				 int *bcast, int *mcast)
 {
+	if (dst[0] & 1) { /* I/G bit: a group address */
+		if ((dst[0] & dst[1] & dst[2] & dst[3] & dst[4] & dst[5]) == 0xff)
+			*bcast = 1;
+		else
+			*mcast = 1;
+	}
 	if (cfg->mode == XVS_MODE_ALL)
 		return 1;
 	if (cfg->mode != XVS_MODE_MAC)
 		return 0;
-	if (dst[0] & 1) { /* I/G bit: a group address */
-		if ((dst[0] & dst[1] & dst[2] & dst[3] & dst[4] & dst[5]) == 0xff) {
-			*bcast = 1;
-			return cfg->broadcast;
-		}
-		*mcast = 1;
+	if (*bcast)
+		return cfg->broadcast;
+	if (*mcast)
 		return cfg->multicast;
-	}
 	struct xvs_mac key = {};
 	__builtin_memcpy(key.addr, dst, ETH_ALEN);
 	return bpf_map_lookup_elem(&macs, &key) != 0;
