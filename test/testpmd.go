@@ -1,0 +1,334 @@
+package test
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// This file describes a dpdk-testpmd peer and turns the description into a
+// command line. Starting, reading and stopping the process is in
+// testpmd_proc.go; parsing its statistics is in testpmd_stats.go.
+//
+// The recipe (measured on this kind of machine, see
+// ../shared/notes/environment.md "DPDK 22.11"): no hugepages
+// (--no-huge -m N --no-pci), a unique --file-prefix per process, a small
+// explicit mbuf pool, drivers loaded with -d from Debian's PMD folder, an
+// explicit --lcores map (2 CPUs shared by everything), and --stats-period
+// so a non-interactive testpmd with no terminal keeps running.
+
+// TestpmdPortKind says which DPDK driver a port uses.
+type TestpmdPortKind int
+
+const (
+	// VirtioUser is DPDK's virtio-user front-end (net_virtio_user): it
+	// plays a guest driver on a vhost-user socket, for testing a back-end.
+	VirtioUser TestpmdPortKind = iota + 1
+	// VhostUser is DPDK's vhost-user back-end (net_vhost): it plays the
+	// switch, for testing a front-end (QEMU, or the reference).
+	VhostUser
+	// AFXDP is DPDK's AF_XDP driver (net_af_xdp) on a kernel interface,
+	// for the bench (a traffic generator on the NIC side).
+	AFXDP
+	// Pcap is DPDK's pcap driver (net_pcap): frames sent on the port are
+	// written to TxPcap, frames received are read from RxPcap. Handy to
+	// record exactly what testpmd sends.
+	Pcap
+)
+
+// TestpmdPort is one port of a testpmd. Ports get DPDK port IDs in the
+// order they are listed. Every virtio flag is passed explicitly on the
+// command line: the zero value of a bool means 0, not DPDK's default
+// (DPDK defaults mrg_rxbuf and in_order to 1), so a test says what it
+// negotiates.
+type TestpmdPort struct {
+	Kind TestpmdPortKind
+
+	// Path is the vhost-user socket (virtio-user "path", vhost "iface").
+	Path string
+	// Queues is the number of queue pairs (default 1).
+	Queues int
+
+	// Server (virtio-user only) makes testpmd listen on Path (server=1).
+	// DPDK 22.11 then blocks in device probe until a back-end connects:
+	// start it with TestpmdConfig.NoWait and call WaitReady after the
+	// back-end has connected.
+	Server bool
+	// Packed, MrgRxbuf, InOrder (virtio-user only): packed_vq, mrg_rxbuf
+	// and in_order, each always passed as 0 or 1.
+	Packed, MrgRxbuf, InOrder bool
+	// QueueSize (virtio-user only) is the ring size (DPDK default 256).
+	// A receiver that shares a CPU needs a big one (4096) or it drops.
+	QueueSize int
+	// MAC (virtio-user only) is the port's MAC ("02:..."); DPDK picks a
+	// random one otherwise. Testpmd.MAC reports the one in use.
+	MAC string
+
+	// Client (vhost only) makes the back-end connect to Path (client=1)
+	// instead of listening; DPDK retries until the socket appears.
+	Client bool
+
+	// Iface, StartQueue, QueueCount (AF_XDP only): the kernel interface
+	// and the range of its queues the port binds to (QueueCount defaults
+	// to Queues). Use TestpmdConfig.MbufSize 3712 for an MTU of 3000.
+	Iface                  string
+	StartQueue, QueueCount int
+
+	// RxPcap, TxPcap (pcap only): files read from and written to. With no
+	// RxPcap the port receives nothing.
+	RxPcap, TxPcap string
+
+	// Devargs are appended to the port's devargs verbatim ("k=v,k=v").
+	Devargs string
+}
+
+// TestpmdConfig describes one testpmd process.
+type TestpmdConfig struct {
+	// Name labels the log file and the DPDK file prefix ("tp" default).
+	Name  string
+	Ports []TestpmdPort
+
+	// Mode is the forwarding mode: "io" (default), "txonly", "rxonly",
+	// "macswap", "mac" (rewrites MACs: source = port, destination = the
+	// --eth-peer), or any other testpmd mode.
+	Mode string
+	// FrameSize is the length of the frames txonly (and tx_first) sends,
+	// Ethernet header to end of payload, no FCS (--txpkts; default 64,
+	// at least 42: see TxonlyFrame).
+	FrameSize int
+	// Burst is the packets per burst (--burst; default 32).
+	Burst int
+	// RxD, TxD are the descriptors per queue of testpmd's own rings
+	// (--rxd/--txd). For a vhost port that is the size of testpmd's
+	// burst buffers, not the guest's ring.
+	RxD, TxD int
+	// Topology is --port-topology: "paired" (default: 0<->1), "chained"
+	// or "loop" (each port forwards to itself).
+	Topology string
+	// EthPeers sets the destination MAC that txonly and mac modes write,
+	// per port ID (--eth-peer). Default 02:00:00:00:00:<port ID>.
+	EthPeers map[int]string
+
+	// MainCPU is the CPU of the main lcore (which prints statistics and
+	// runs the control threads); FwdCPUs are the CPUs of the forwarding
+	// lcores, one each (--nb-cores). Default: main on CPU 0, one
+	// forwarding lcore on CPU 1. With two testpmds on 2 CPUs give them
+	// different forwarding CPUs; main lcores can share CPU 0. Put a
+	// sender's forwarding lcore on the main lcores' CPU and the receiver's
+	// alone: the sender's teardown then doesn't starve the receiver.
+	MainCPU int
+	FwdCPUs []int
+
+	// MemoryMB is the EAL memory (-m, default 256). It is shared whole
+	// with the back-end by virtio-user; 1024 makes startup ~1 s slower.
+	MemoryMB int
+	// Mbufs is --total-num-mbufs (default 16384; DPDK's default fails
+	// without hugepages). MbufSize is --mbuf-size (default DPDK's 2176).
+	Mbufs, MbufSize int
+
+	// Interactive runs testpmd with -i and a pipe for Cmd: forwarding
+	// waits for a "start" (or "start tx_first N" for closed loops).
+	// Statistics are then fetched with "show port stats all" every
+	// StatsPeriod.
+	Interactive bool
+	// StatsPeriod is how often port statistics are printed (default 1 s;
+	// testpmd's granularity is whole seconds).
+	StatsPeriod time.Duration
+
+	// NoWait returns from StartTestpmd as soon as the process runs and
+	// every listening socket it owns exists, instead of waiting until
+	// its ports are up. Call WaitReady later.
+	NoWait bool
+	// ReadyTimeout bounds the wait for readiness (default 30 s).
+	ReadyTimeout time.Duration
+
+	// ExtraEAL and ExtraArgs are appended to the EAL and application
+	// arguments.
+	ExtraEAL, ExtraArgs []string
+}
+
+func (c *TestpmdConfig) setDefaults() {
+	if c.Name == "" {
+		c.Name = "tp"
+	}
+	if c.Mode == "" {
+		c.Mode = "io"
+	}
+	if len(c.FwdCPUs) == 0 {
+		c.FwdCPUs = []int{1}
+	}
+	if c.MemoryMB == 0 {
+		c.MemoryMB = 256
+	}
+	if c.Mbufs == 0 {
+		c.Mbufs = 16384
+	}
+	if c.StatsPeriod <= 0 {
+		c.StatsPeriod = time.Second
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = 30 * time.Second
+	}
+	for i := range c.Ports {
+		if c.Ports[i].Queues <= 0 {
+			c.Ports[i].Queues = 1
+		}
+	}
+}
+
+// devargs returns the --vdev value of port i.
+func (p TestpmdPort) devargs(i int) (string, error) {
+	b01 := func(v bool) string {
+		if v {
+			return "1"
+		}
+		return "0"
+	}
+	var kv []string
+	var name string
+	switch p.Kind {
+	case VirtioUser:
+		if p.Path == "" {
+			return "", fmt.Errorf("port %d: virtio-user needs Path", i)
+		}
+		name = "net_virtio_user"
+		kv = append(kv, "path="+p.Path, "queues="+strconv.Itoa(p.Queues),
+			"server="+b01(p.Server), "packed_vq="+b01(p.Packed),
+			"mrg_rxbuf="+b01(p.MrgRxbuf), "in_order="+b01(p.InOrder))
+		if p.QueueSize > 0 {
+			kv = append(kv, "queue_size="+strconv.Itoa(p.QueueSize))
+		}
+		if p.MAC != "" {
+			kv = append(kv, "mac="+p.MAC)
+		}
+	case VhostUser:
+		if p.Path == "" {
+			return "", fmt.Errorf("port %d: vhost needs Path", i)
+		}
+		name = "net_vhost"
+		kv = append(kv, "iface="+p.Path, "queues="+strconv.Itoa(p.Queues), "client="+b01(p.Client))
+	case AFXDP:
+		if p.Iface == "" {
+			return "", fmt.Errorf("port %d: af_xdp needs Iface", i)
+		}
+		name = "net_af_xdp"
+		qc := p.QueueCount
+		if qc <= 0 {
+			qc = p.Queues
+		}
+		kv = append(kv, "iface="+p.Iface, "start_queue="+strconv.Itoa(p.StartQueue),
+			"queue_count="+strconv.Itoa(qc))
+	case Pcap:
+		name = "net_pcap"
+		if p.RxPcap != "" {
+			kv = append(kv, "rx_pcap="+p.RxPcap)
+		}
+		if p.TxPcap != "" {
+			kv = append(kv, "tx_pcap="+p.TxPcap)
+		}
+	default:
+		return "", fmt.Errorf("port %d: unknown kind %d", i, p.Kind)
+	}
+	if p.Devargs != "" {
+		kv = append(kv, p.Devargs)
+	}
+	return name + strconv.Itoa(i) + "," + strings.Join(kv, ","), nil
+}
+
+// args returns testpmd's argument list (after the program name).
+func (c *TestpmdConfig) args(pmdDir, prefix string) ([]string, error) {
+	lcores := []string{"0@" + strconv.Itoa(c.MainCPU)}
+	for i, cpu := range c.FwdCPUs {
+		lcores = append(lcores, fmt.Sprintf("%d@%d", i+1, cpu))
+	}
+	a := []string{
+		"-d", pmdDir,
+		"--no-huge", "-m", strconv.Itoa(c.MemoryMB), "--no-pci",
+		"--file-prefix=" + prefix,
+		"--lcores=" + strings.Join(lcores, ","),
+	}
+	queues := 1
+	for i, p := range c.Ports {
+		d, err := p.devargs(i)
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, "--vdev", d)
+		queues = max(queues, p.Queues)
+	}
+	a = append(a, c.ExtraEAL...)
+	a = append(a, "--")
+	if c.Interactive {
+		a = append(a, "-i")
+	} else {
+		// Without a period a non-interactive testpmd whose stdin is not
+		// a terminal exits at once.
+		a = append(a, "--stats-period="+strconv.Itoa(max(1, int(c.StatsPeriod/time.Second))))
+	}
+	a = append(a,
+		"--forward-mode="+c.Mode,
+		"--nb-cores="+strconv.Itoa(len(c.FwdCPUs)),
+		"--total-num-mbufs="+strconv.Itoa(c.Mbufs),
+		"--rxq="+strconv.Itoa(queues), "--txq="+strconv.Itoa(queues),
+	)
+	if c.MbufSize > 0 {
+		a = append(a, "--mbuf-size="+strconv.Itoa(c.MbufSize))
+	}
+	if c.FrameSize > 0 {
+		a = append(a, "--txpkts="+strconv.Itoa(c.FrameSize))
+	}
+	if c.Burst > 0 {
+		a = append(a, "--burst="+strconv.Itoa(c.Burst))
+	}
+	if c.RxD > 0 {
+		a = append(a, "--rxd="+strconv.Itoa(c.RxD))
+	}
+	if c.TxD > 0 {
+		a = append(a, "--txd="+strconv.Itoa(c.TxD))
+	}
+	if c.Topology != "" {
+		a = append(a, "--port-topology="+c.Topology)
+	}
+	for port, mac := range c.EthPeers {
+		a = append(a, fmt.Sprintf("--eth-peer=%d,%s", port, mac))
+	}
+	a = append(a, c.ExtraArgs...)
+	return a, nil
+}
+
+var pmdDirOnce struct {
+	sync.Once
+	dir string
+	err error
+}
+
+// TestpmdPMDDir returns the folder Debian's DPDK drivers are installed in
+// (testpmd finds no driver unless -d names it), looked up once with
+// `dpkg -L librte-net-vhost23`.
+func TestpmdPMDDir() (string, error) {
+	pmdDirOnce.Do(func() {
+		out, err := exec.Command("dpkg", "-L", "librte-net-vhost23").Output()
+		if err == nil {
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.Contains(l, "/pmds-") && strings.HasSuffix(l, ".so") ||
+					strings.Contains(l, "/pmds-") && strings.Contains(l, ".so.") {
+					pmdDirOnce.dir = filepath.Dir(l)
+					return
+				}
+			}
+		}
+		// Not a dpkg system, or the package is named differently: look
+		// where Debian and Ubuntu put it.
+		m, _ := filepath.Glob("/usr/lib/*/dpdk/pmds-*/librte_net_vhost.so*")
+		if len(m) > 0 {
+			pmdDirOnce.dir = filepath.Dir(m[0])
+			return
+		}
+		pmdDirOnce.err = fmt.Errorf("DPDK PMD folder not found (dpkg -L librte-net-vhost23: %v)", err)
+	})
+	return pmdDirOnce.dir, pmdDirOnce.err
+}

@@ -1,0 +1,423 @@
+package test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Testpmd is a running dpdk-testpmd. Its output goes to LogPath (shown in
+// the test log when the test fails) and is parsed as it arrives.
+type Testpmd struct {
+	t   testing.TB
+	cfg TestpmdConfig
+
+	// LogPath is the file testpmd's stdout and stderr go to.
+	LogPath string
+	// Prefix is the DPDK --file-prefix (unique per instance).
+	Prefix string
+
+	cmd   *exec.Cmd
+	stdin io.WriteCloser // interactive mode only
+	inMu  sync.Mutex     // serialises writes to stdin
+
+	mu      sync.Mutex
+	stats   map[int]PortStats
+	rounds  int // complete NIC statistics blocks seen
+	macs    map[int]net.HardwareAddr
+	fwd     *FwdStats
+	fwdSeen int // forward statistics blocks seen
+	output  bytes.Buffer
+	prompt  bool // interactive: a "testpmd> " prompt has been seen
+	ready   bool
+
+	exited   chan struct{} // closed when the process has exited
+	exitErr  error
+	readDone chan struct{} // closed when all output has been read
+
+	stopOnce  sync.Once
+	stopStats chan struct{}
+	final     FwdStats
+	finalErr  error
+}
+
+// ErrTestpmd is wrapped by every error the testpmd harness returns.
+var ErrTestpmd = errors.New("testpmd")
+
+// StartTestpmd starts testpmd and waits until its ports are up and (in
+// non-interactive mode) forwarding has started, or (NoWait) only until its
+// listening sockets exist. It is stopped in t.Cleanup. Skips (or fails,
+// see SkipOrFail) without root or dpdk-testpmd.
+func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
+	t.Helper()
+	RequireRoot(t)
+	RequireCommands(t, "dpdk-testpmd", "stdbuf")
+	cfg.setDefaults()
+	dir, err := TestpmdPMDDir()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	tp := &Testpmd{
+		t: t, cfg: cfg,
+		Prefix:    UniqueName("xvs" + cfg.Name),
+		stats:     map[int]PortStats{},
+		macs:      map[int]net.HardwareAddr{},
+		exited:    make(chan struct{}),
+		readDone:  make(chan struct{}),
+		stopStats: make(chan struct{}),
+	}
+	args, err := cfg.args(dir, tp.Prefix)
+	if err != nil {
+		t.Fatalf("%v: %v", ErrTestpmd, err)
+	}
+	// The log lives in the test's temp dir; TempDir's own cleanup was
+	// registered first, so it runs after ours and the log is still there
+	// when a failed test prints it.
+	tp.LogPath = filepath.Join(t.TempDir(), "testpmd-"+cfg.Name+".log")
+	logf, err := os.Create(tp.LogPath)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	// stdbuf: testpmd's stdout is block-buffered into a pipe, which would
+	// hold statistics back for kilobytes.
+	tp.cmd = exec.Command("stdbuf", append([]string{"-oL", "-eL", "dpdk-testpmd"}, args...)...)
+	tp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	tp.cmd.Stdout, tp.cmd.Stderr = pw, pw
+	if cfg.Interactive {
+		if tp.stdin, err = tp.cmd.StdinPipe(); err != nil {
+			t.Fatalf("%v", err)
+		}
+	}
+	fmt.Fprintf(logf, "# dpdk-testpmd %s\n", strings.Join(args, " "))
+	if err := tp.cmd.Start(); err != nil {
+		t.Fatalf("%v: start: %v", ErrTestpmd, err)
+	}
+	pw.Close()
+	go tp.read(pr, logf)
+	go func() {
+		tp.exitErr = tp.cmd.Wait()
+		close(tp.exited)
+	}()
+	t.Cleanup(func() {
+		if _, err := tp.Stop(); err != nil {
+			t.Logf("testpmd %s: %v", cfg.Name, err)
+		}
+		if t.Failed() {
+			t.Logf("testpmd %s log (%s):\n%s", cfg.Name, tp.LogPath, tp.logExcerpt())
+		}
+		// EAL leaves its runtime files (config, mp socket) behind.
+		_ = os.RemoveAll(filepath.Join("/var/run/dpdk", tp.Prefix))
+	})
+	if err := tp.waitSockets(cfg.ReadyTimeout); err != nil {
+		t.Fatalf("%v", err)
+	}
+	if !cfg.NoWait {
+		if err := tp.WaitReady(cfg.ReadyTimeout); err != nil {
+			t.Fatalf("%v", err)
+		}
+	}
+	return tp
+}
+
+// read copies testpmd's output to the log and feeds the parser. Lines are
+// split by hand because an interactive prompt ("testpmd> ") has no newline.
+func (tp *Testpmd) read(r io.ReadCloser, logf *os.File) {
+	defer close(tp.readDone)
+	defer r.Close()
+	defer logf.Close()
+	p := &statsParser{
+		onPort: func(port int, s PortStats) {
+			tp.stats[port] = s
+			tp.rounds++
+		},
+		onFwd: func(f FwdStats) {
+			tp.fwd = &f
+			tp.fwdSeen++
+		},
+		onMAC: func(port int, mac string) {
+			if hw, err := net.ParseMAC(mac); err == nil {
+				tp.macs[port] = hw
+			}
+		},
+	}
+	buf := make([]byte, 64<<10)
+	var pending []byte
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			_, _ = logf.Write(buf[:n])
+			tp.mu.Lock()
+			tp.output.Write(buf[:n])
+			pending = append(pending, buf[:n]...)
+			for {
+				i := bytes.IndexByte(pending, '\n')
+				if i < 0 {
+					break
+				}
+				line := string(pending[:i])
+				pending = pending[i+1:]
+				p.line(line)
+				tp.notePrompt(line)
+			}
+			tp.notePrompt(string(pending))
+			tp.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// notePrompt records readiness signs; called with mu held.
+func (tp *Testpmd) notePrompt(s string) {
+	if strings.Contains(s, "testpmd> ") {
+		tp.prompt = true
+	}
+}
+
+// waitSockets waits until every socket testpmd listens on exists, so a
+// peer started next can connect.
+func (tp *Testpmd) waitSockets(timeout time.Duration) error {
+	var paths []string
+	for _, p := range tp.cfg.Ports {
+		if p.Kind == VhostUser && !p.Client || p.Kind == VirtioUser && p.Server {
+			paths = append(paths, p.Path)
+		}
+	}
+	return tp.waitFor(timeout, "listening sockets", func() bool {
+		for _, p := range paths {
+			if fi, err := os.Stat(p); err != nil || fi.Mode()&os.ModeSocket == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// WaitReady waits until all ports are probed and configured and, without
+// Interactive, forwarding runs (the first statistics block is out); with
+// Interactive, until the first prompt. It fails if testpmd probed fewer
+// ports than configured (e.g. a virtio-user whose socket had no listener).
+func (tp *Testpmd) WaitReady(timeout time.Duration) error {
+	err := tp.waitFor(timeout, "ports up", func() bool {
+		if tp.cfg.Interactive {
+			return tp.prompt
+		}
+		return tp.rounds > 0
+	})
+	if err != nil {
+		return err
+	}
+	tp.mu.Lock()
+	n := len(tp.macs)
+	already := tp.ready
+	tp.ready = true
+	tp.mu.Unlock()
+	if n < len(tp.cfg.Ports) {
+		return fmt.Errorf("%w %s: %d of %d ports probed (see %s)", ErrTestpmd, tp.cfg.Name, n, len(tp.cfg.Ports), tp.LogPath)
+	}
+	if tp.cfg.Interactive && !already {
+		go tp.pollStats()
+	}
+	return nil
+}
+
+// waitFor polls cond (called with mu held) until it holds, the process
+// exits, or timeout.
+func (tp *Testpmd) waitFor(timeout time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		tp.mu.Lock()
+		ok := cond()
+		tp.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-tp.exited:
+			<-tp.readDone
+			tp.mu.Lock()
+			ok := cond()
+			tp.mu.Unlock()
+			if ok {
+				return nil
+			}
+			return fmt.Errorf("%w %s exited (%v) while waiting for %s; log %s:\n%s",
+				ErrTestpmd, tp.cfg.Name, tp.exitErr, what, tp.LogPath, tp.logExcerpt())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w %s: no %s after %v; log %s:\n%s",
+				ErrTestpmd, tp.cfg.Name, what, timeout, tp.LogPath, tp.logExcerpt())
+		}
+	}
+}
+
+// pollStats asks an interactive testpmd for port statistics every
+// StatsPeriod, so Stats and WaitStats work as in periodic mode.
+func (tp *Testpmd) pollStats() {
+	tick := time.NewTicker(tp.cfg.StatsPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tp.stopStats:
+			return
+		case <-tp.exited:
+			return
+		case <-tick.C:
+			_ = tp.Cmd("show port stats all")
+		}
+	}
+}
+
+// Cmd writes one command line to an interactive testpmd ("start",
+// "start tx_first 16", "stop", "show port stats all", ...).
+func (tp *Testpmd) Cmd(line string) error {
+	if tp.stdin == nil {
+		return fmt.Errorf("%w %s: Cmd needs Interactive", ErrTestpmd, tp.cfg.Name)
+	}
+	tp.inMu.Lock()
+	defer tp.inMu.Unlock()
+	_, err := io.WriteString(tp.stdin, line+"\n")
+	return err
+}
+
+// WaitOutput waits until testpmd's output contains s.
+func (tp *Testpmd) WaitOutput(s string, timeout time.Duration) error {
+	return tp.waitFor(timeout, fmt.Sprintf("%q in the output", s), func() bool {
+		return bytes.Contains(tp.output.Bytes(), []byte(s))
+	})
+}
+
+// Stats returns the latest periodic statistics per DPDK port ID (empty
+// before the first block).
+func (tp *Testpmd) Stats() map[int]PortStats {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	m := make(map[int]PortStats, len(tp.stats))
+	for k, v := range tp.stats {
+		m[k] = v
+	}
+	return m
+}
+
+// WaitStats waits until cond holds for the latest statistics (checked at
+// each new block), or fails after timeout with the last statistics seen.
+func (tp *Testpmd) WaitStats(cond func(map[int]PortStats) bool, timeout time.Duration) error {
+	seen := -1
+	return tp.waitFor(timeout, "the awaited port statistics", func() bool {
+		if tp.rounds == seen {
+			return false
+		}
+		seen = tp.rounds
+		m := make(map[int]PortStats, len(tp.stats))
+		for k, v := range tp.stats {
+			m[k] = v
+		}
+		return cond(m)
+	})
+}
+
+// MAC returns the MAC address testpmd reported for a port (nil if none):
+// the source of the frames txonly sends from it.
+func (tp *Testpmd) MAC(port int) net.HardwareAddr {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.macs[port]
+}
+
+// StopForwarding (interactive only) sends "stop" and returns the forward
+// statistics it prints. The process and its ports stay up: a receiver can
+// drain what is in flight before it is stopped itself.
+func (tp *Testpmd) StopForwarding(timeout time.Duration) (FwdStats, error) {
+	tp.mu.Lock()
+	before := tp.fwdSeen
+	tp.mu.Unlock()
+	if err := tp.Cmd("stop"); err != nil {
+		return FwdStats{}, err
+	}
+	err := tp.waitFor(timeout, "forward statistics", func() bool { return tp.fwdSeen > before })
+	if err != nil {
+		return FwdStats{}, err
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return *tp.fwd, nil
+}
+
+// Stop ends testpmd: "quit" in interactive mode, SIGINT otherwise (both
+// stop forwarding and print the forward statistics), SIGINT again and then
+// SIGKILL if it hangs. It returns the last forward statistics printed, or
+// an error if there were none. Safe to call more than once.
+func (tp *Testpmd) Stop() (FwdStats, error) {
+	tp.stopOnce.Do(func() {
+		close(tp.stopStats)
+		tp.final, tp.finalErr = tp.stop()
+	})
+	return tp.final, tp.finalErr
+}
+
+func (tp *Testpmd) stop() (FwdStats, error) {
+	exited := func(d time.Duration) bool {
+		select {
+		case <-tp.exited:
+			return true
+		case <-time.After(d):
+			return false
+		}
+	}
+	var how string
+	switch {
+	case exited(0):
+		how = "had already exited"
+	case tp.stdin != nil && tp.Cmd("quit") == nil && exited(15*time.Second):
+		how = "quit"
+	case tp.cmd.Process.Signal(os.Interrupt) == nil && exited(15*time.Second):
+		how = "SIGINT"
+	default:
+		_ = tp.cmd.Process.Kill()
+		<-tp.exited
+		how = "SIGKILL"
+	}
+	if tp.stdin != nil {
+		_ = tp.stdin.Close()
+	}
+	select {
+	case <-tp.readDone:
+	case <-time.After(5 * time.Second):
+		// A child holding the pipe open; the log is as complete as it gets.
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.fwd == nil {
+		return FwdStats{}, fmt.Errorf("%w %s: no forward statistics (stopped by %s, exit %v)", ErrTestpmd, tp.cfg.Name, how, tp.exitErr)
+	}
+	return *tp.fwd, nil
+}
+
+// logExcerpt returns the log, or its head and tail when it is long.
+func (tp *Testpmd) logExcerpt() string {
+	tp.mu.Lock()
+	s := tp.output.String()
+	tp.mu.Unlock()
+	lines := strings.Split(s, "\n")
+	if len(lines) <= 400 {
+		return s
+	}
+	return strings.Join(lines[:100], "\n") + fmt.Sprintf("\n[... %d lines ...]\n", len(lines)-400) +
+		strings.Join(lines[len(lines)-300:], "\n")
+}
