@@ -98,7 +98,7 @@ func (r *Ring) popChain(b *virtq.Burst, head uint16) error {
 		var err error
 		if flags&descFIndirect != 0 {
 			if flags&descFNext != 0 {
-				err = fmt.Errorf("%w: descriptor %d has both INDIRECT and NEXT", virtq.ErrBadIndirect, i)
+				err = fmt.Errorf("%w: both INDIRECT and NEXT", virtq.ErrBadIndirect)
 			} else {
 				err = r.walkIndirect(b, &st, addr, length)
 			}
@@ -107,7 +107,7 @@ func (r *Ring) popChain(b *virtq.Burst, head uint16) error {
 			err = r.addBuf(b, &st, addr, length, flags&descFWrite != 0)
 		}
 		if err == nil && flags&descFNext != 0 && uint32(next) >= r.size {
-			err = fmt.Errorf("%w: descriptor %d: next %d, ring size %d", virtq.ErrBadID, i, next, r.size)
+			err = fmt.Errorf("%w: next %d, ring size %d", virtq.ErrBadID, next, r.size)
 		}
 		if err != nil {
 			b.AbortChain(st.c)
