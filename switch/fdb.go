@@ -3,6 +3,7 @@ package vswitch
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -281,3 +282,12 @@ func (f *FDB) Len() int { return int(f.live.Load()) }
 
 // Refused is how many MACs could not be learned because the table was full.
 func (f *FDB) Refused() uint64 { return f.full.Load() }
+
+// parseMACKey parses "aa:bb:cc:dd:ee:ff" into a MAC key.
+func parseMACKey(s string) (uint64, error) {
+	hw, err := net.ParseMAC(s)
+	if err != nil || len(hw) != 6 {
+		return 0, fmt.Errorf("bad MAC %q", s)
+	}
+	return MACKey(hw), nil
+}

@@ -48,6 +48,10 @@ type QueueStats struct {
 	RxPackets, RxBytes atomic.Uint64
 	TxPackets, TxBytes atomic.Uint64
 	Drops              [numDrops]atomic.Uint64
+	// FloodCopies counts the extra copies flooding made: a frame received
+	// once and flooded to k ports adds k-1. With it, across the switch,
+	// received + flood copies = transmitted + dropped.
+	FloodCopies atomic.Uint64
 }
 
 // QueueCounters is a plain snapshot of QueueStats.
@@ -58,6 +62,8 @@ type QueueCounters struct {
 	RxBytes   uint64            `json:"rx_bytes"`
 	TxBytes   uint64            `json:"tx_bytes"`
 	Drops     map[string]uint64 `json:"drops"`
+	// FloodCopies: see QueueStats.
+	FloodCopies uint64 `json:"flood_copies"`
 }
 
 // Snapshot reads the counters.
@@ -66,7 +72,8 @@ func (q *QueueStats) Snapshot(queue int) QueueCounters {
 		Queue:     queue,
 		RxPackets: q.RxPackets.Load(), RxBytes: q.RxBytes.Load(),
 		TxPackets: q.TxPackets.Load(), TxBytes: q.TxBytes.Load(),
-		Drops: map[string]uint64{},
+		Drops:       map[string]uint64{},
+		FloodCopies: q.FloodCopies.Load(),
 	}
 	for d := Drop(0); d < numDrops; d++ {
 		if n := q.Drops[d].Load(); n > 0 {
@@ -85,7 +92,9 @@ type PortCounters struct {
 	RxBytes   uint64            `json:"rx_bytes"`
 	TxBytes   uint64            `json:"tx_bytes"`
 	Drops     map[string]uint64 `json:"drops"`
-	Queues    []QueueCounters   `json:"queues"`
+	// FloodCopies: see QueueStats.
+	FloodCopies uint64          `json:"flood_copies"`
+	Queues      []QueueCounters `json:"queues"`
 }
 
 // SumQueues fills the port totals from its queues.
@@ -96,6 +105,7 @@ func SumQueues(name string, qs []QueueCounters) PortCounters {
 		p.TxPackets += q.TxPackets
 		p.RxBytes += q.RxBytes
 		p.TxBytes += q.TxBytes
+		p.FloodCopies += q.FloodCopies
 		for k, v := range q.Drops {
 			p.Drops[k] += v
 		}
@@ -107,8 +117,17 @@ func SumQueues(name string, qs []QueueCounters) PortCounters {
 // QueueStats with one atomic add per non-zero field.
 type burstCounts struct {
 	packets, bytes uint64
+	floodCopies    uint64
 	drops          [numDrops]uint32
 	anyDrop        bool
+}
+
+// dropN counts n frames dropped for d.
+func (b *burstCounts) dropN(d Drop, n int) {
+	if n > 0 {
+		b.drops[d] += uint32(n)
+		b.anyDrop = true
+	}
 }
 
 func (b *burstCounts) drop(d Drop) {
@@ -120,6 +139,10 @@ func (b *burstCounts) flushRx(q *QueueStats) {
 	if b.packets > 0 {
 		q.RxPackets.Add(b.packets)
 		q.RxBytes.Add(b.bytes)
+	}
+	if b.floodCopies > 0 {
+		q.FloodCopies.Add(b.floodCopies)
+		b.floodCopies = 0
 	}
 	b.flushDrops(q)
 	b.packets, b.bytes = 0, 0
