@@ -1,0 +1,79 @@
+package virtionet
+
+import (
+	"fmt"
+
+	"github.com/xvswitch/xvswitch/virtq"
+)
+
+// QueueConfig is what a queue needs besides its ring.
+type QueueConfig struct {
+	// Index is the virtqueue index (2k for RX, 2k+1 for TX), for errors.
+	Index int
+	// Features is the negotiated virtio feature word: VERSION_1 and
+	// MRG_RXBUF decide the header size and how RX frames are spread.
+	Features uint64
+	// MaxFrame is the longest Ethernet frame (without the virtio-net
+	// header) the queue passes, MaxFrameLen(mtu); longer ones are dropped
+	// as DropTooLong. Zero means MaxFrameLen(1500).
+	MaxFrame int
+}
+
+func (c *QueueConfig) maxFrame() int {
+	if c.MaxFrame <= 0 {
+		return MaxFrameLen(1500)
+	}
+	return c.MaxFrame
+}
+
+// queueBase is what both queue kinds share: the ring, the counters, the
+// call eventfd and the error that broke the queue.
+type queueBase struct {
+	ring     virtq.Ring
+	index    int
+	hdrLen   int
+	maxFrame int
+	err      error // non-nil once the ring failed; returned from then on
+	ctr      counters
+	call     caller
+}
+
+func (q *queueBase) init(ring virtq.Ring, cfg QueueConfig) {
+	q.ring = ring
+	q.index = cfg.Index
+	q.hdrLen = HeaderLenFor(cfg.Features)
+	q.maxFrame = cfg.maxFrame()
+	q.call.init()
+}
+
+// fail marks the queue broken with the ring's error. It allocates once, when
+// the queue breaks, never on later calls.
+func (q *queueBase) fail(op string, err error) {
+	q.err = fmt.Errorf("virtionet: queue %d: %s: %w", q.index, op, err)
+}
+
+// notify interrupts the guest once if it asked for it; called once per
+// burst after the last Push.
+func (q *queueBase) notify() {
+	if q.ring.NeedNotify() && q.call.signal() {
+		q.ctr.local.Notifies++
+		q.ctr.dirty = true
+	}
+}
+
+// SetCallFD sets the eventfd that interrupts the guest (vhost-user
+// SET_VRING_CALL); -1 for none. Safe to call from any goroutine; the worker
+// picks it up at its next notification. The owner must keep an fd it
+// replaced open until the worker is past its current burst.
+func (q *queueBase) SetCallFD(fd int) { q.call.fd.Store(int32(fd)) }
+
+// Snapshot returns the counters as of the end of the last burst. Safe to
+// call from any goroutine.
+func (q *queueBase) Snapshot() Stats { return q.ctr.snapshot() }
+
+// Err returns the error that broke the queue, or nil.
+func (q *queueBase) Err() error { return q.err }
+
+// Ring returns the queue's ring (nil when stopped), for the worker's kick
+// handling (EnableKicks, DisableKicks) and for State.
+func (q *queueBase) Ring() virtq.Ring { return q.ring }

@@ -1,0 +1,44 @@
+package virtionet
+
+// DropReason says why a frame did not make it through a queue.
+type DropReason uint8
+
+const (
+	// DropNoRxBuffers: the guest had no (or not enough) receive buffers
+	// posted when the frame came.
+	DropNoRxBuffers DropReason = iota
+	// DropTooLong: the frame is longer than the queue's MaxFrame.
+	DropTooLong
+	// DropMalformed: a TX chain shorter than the virtio-net header plus an
+	// Ethernet header, or one with device-writable buffers.
+	DropMalformed
+	// DropGuestBufferTooSmall: without MRG_RXBUF the guest's receive buffer
+	// cannot hold the frame; with it, the frame needs more buffers than one
+	// burst can gather.
+	DropGuestBufferTooSmall
+	// DropRingBroken: the ring failed (the guest broke the virtio contract)
+	// while the frame was in flight, or the queue was already broken.
+	DropRingBroken
+	// DropQueueStopped: the queue has no ring (stopped or not started).
+	DropQueueStopped
+
+	// NumDropReasons sizes arrays indexed by DropReason.
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{
+	DropNoRxBuffers:         "no_rx_buffers",
+	DropTooLong:             "too_long",
+	DropMalformed:           "malformed",
+	DropGuestBufferTooSmall: "guest_buffer_too_small",
+	DropRingBroken:          "ring_broken",
+	DropQueueStopped:        "queue_stopped",
+}
+
+// String returns the reason's name as stats and logs show it.
+func (r DropReason) String() string {
+	if r < NumDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}

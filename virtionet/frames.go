@@ -1,0 +1,92 @@
+package virtionet
+
+import "github.com/xvswitch/xvswitch/virtq"
+
+// Frames is a burst of up to virtq.MaxBurst Ethernet frames, each a list of
+// byte segments that stay where they are: a UMEM frame is one segment, a
+// frame a guest sent is the segments of its TX chain. A TX queue fills one
+// per Receive; the caller fills one per destination for an RX queue's
+// Deliver (usually with segments taken from another Frames, which costs a
+// slice header, not a copy). A worker owns its Frames and reuses them.
+//
+// Frames holds references only: the bytes must stay valid (the UMEM frame
+// not recycled, the TX burst not completed) until the frames are delivered.
+type Frames struct {
+	n    int
+	segs [virtq.MaxBurst][][]byte
+	lens [virtq.MaxBurst]int
+	// one backs the segment list of frames added with AddBytes, so that a
+	// single-segment frame needs no allocation.
+	one [virtq.MaxBurst][1][]byte
+}
+
+// Reset empties f.
+func (f *Frames) Reset() { f.n = 0 }
+
+// Len is the number of frames in f.
+func (f *Frames) Len() int { return f.n }
+
+// Full reports whether f has no room for another frame.
+func (f *Frames) Full() bool { return f.n == virtq.MaxBurst }
+
+// Segments returns the segments of frame i. Callers must not modify the
+// returned slice.
+func (f *Frames) Segments(i int) [][]byte { return f.segs[i] }
+
+// FrameLen returns the length of frame i in bytes.
+func (f *Frames) FrameLen(i int) int { return f.lens[i] }
+
+// Add appends a frame made of segs (referenced, not copied) and reports
+// whether there was room.
+func (f *Frames) Add(segs [][]byte) bool {
+	if f.n == virtq.MaxBurst {
+		return false
+	}
+	n := 0
+	for _, s := range segs {
+		n += len(s)
+	}
+	f.segs[f.n] = segs
+	f.lens[f.n] = n
+	f.n++
+	return true
+}
+
+// AddBytes appends a frame of one segment and reports whether there was room.
+func (f *Frames) AddBytes(b []byte) bool {
+	if f.n == virtq.MaxBurst {
+		return false
+	}
+	f.one[f.n][0] = b
+	f.segs[f.n] = f.one[f.n][:]
+	f.lens[f.n] = len(b)
+	f.n++
+	return true
+}
+
+// set stores frame i directly, for the TX queue that already knows the
+// length.
+func (f *Frames) set(segs [][]byte, n int) {
+	f.segs[f.n] = segs
+	f.lens[f.n] = n
+	f.n++
+}
+
+// Peek copies the first len(dst) bytes of frame i (fewer if the frame is
+// shorter) into dst and returns how many it copied. A guest may split even
+// the Ethernet header across segments; Peek is how the switch reads MAC
+// addresses without caring.
+func (f *Frames) Peek(i int, dst []byte) int {
+	segs := f.segs[i]
+	if len(segs) > 0 && len(segs[0]) >= len(dst) {
+		return copy(dst, segs[0])
+	}
+	n := 0
+	for _, s := range segs {
+		if n == len(dst) {
+			break
+		}
+		n += copy(dst[n:], s)
+	}
+	return n
+}

@@ -1,0 +1,372 @@
+package virtionet
+
+import (
+	"encoding/binary"
+
+	"github.com/xvswitch/xvswitch/virtq"
+)
+
+// usedCap bounds the used entries staged before a Push. A frame never needs
+// more chains than the two bursts the queue holds, so a frame's entries
+// always fit after a Push, and are published by one Push (a Linux guest
+// drops a merged frame whose buffers it cannot all see at once).
+const usedCap = 2 * virtq.MaxBurst
+
+// maxPops bounds the Pops of one Deliver: two per frame at most in normal
+// operation (a fresh burst, then one a frame straddles into), and a guest
+// posting endless unusable buffers must not keep a worker in one call.
+const maxPops = 2*virtq.MaxBurst + 2
+
+// RxQueue is the device side of a guest's receive queue (virtqueue 2k): it
+// copies frames into the receive buffers the guest posted, each after a
+// virtio-net header, and gives the buffers back as used.
+//
+// Buffers are consumed strictly in the order they were popped, which keeps
+// IN_ORDER guests happy on both ring kinds. Without MRG_RXBUF every frame
+// takes exactly one buffer, so the queue pops exactly as many as it has
+// frames and never holds any between bursts. With MRG_RXBUF a frame takes
+// as many buffers as it needs, which is known only after popping them: the
+// queue pops what it estimates from the buffer sizes it saw last, and keeps
+// what a burst did not use (in the first of two bursts it owns) for the
+// next one. Flush hands such leftovers back before the ring is stopped.
+//
+// An RxQueue is owned by one worker; see the package doc.
+type RxQueue struct {
+	queueBase
+	mrg bool
+
+	// bursts[cur] holds the oldest popped chains not yet used, from
+	// index next on; bursts[1-cur] holds newer ones only while
+	// bursts[cur] still has some (a frame straddling the two).
+	bursts    [2]virtq.Burst
+	cur, next int
+	chainLen  int  // average buffer size of the last pop, for estimates
+	drained   bool // the ring ran out of buffers during this Deliver
+	pops      int  // Pops during this Deliver, bounded by maxPops
+
+	used         [usedCap]virtq.Used
+	nused        int
+	stagedFrames int // frames whose used entries are staged, not pushed
+	stagedBytes  int
+	delivered    int  // frames pushed during this Deliver
+	pushed       bool // something was pushed during this burst
+
+	hdr [HeaderLen]byte // zero except num_buffers: we offer no offloads
+	src source
+}
+
+// NewRxQueue returns an RX queue over ring (nil for a stopped queue).
+func NewRxQueue(ring virtq.Ring, cfg QueueConfig) *RxQueue {
+	q := &RxQueue{}
+	q.init(ring, cfg)
+	q.mrg = virtq.Has(cfg.Features, FeatureMrgRxbuf)
+	return q
+}
+
+// Deliver copies the frames of f into the guest's receive buffers, in
+// order, and returns how many it delivered; every other frame is counted
+// as a drop with its reason (no buffers, buffer too small, too long). It
+// interrupts the guest once if the guest asked to be. f is not modified and
+// may be delivered to other queues too.
+//
+// A non-nil error means the guest broke the ring: the queue is broken for
+// good, the frames not delivered are counted as ring_broken, and the device
+// owning it should be marked broken.
+func (q *RxQueue) Deliver(f *Frames) (int, error) {
+	if q.err != nil {
+		q.ctr.drop(DropRingBroken, f.n)
+		q.ctr.publish()
+		return 0, q.err
+	}
+	if q.ring == nil {
+		q.ctr.drop(DropQueueStopped, f.n)
+		q.ctr.publish()
+		return 0, nil
+	}
+	q.drained = false
+	q.pops = 0
+	q.delivered = 0
+	q.pushed = false
+	for i := 0; i < f.n; i++ {
+		if f.lens[i] > q.maxFrame {
+			q.ctr.drop(DropTooLong, 1)
+			continue
+		}
+		var ok bool
+		var why DropReason
+		if q.mrg {
+			ok, why = q.placeMerged(f, i)
+		} else {
+			ok, why = q.placeOne(f, i)
+		}
+		if q.err != nil {
+			q.abort(f.n - i)
+			return q.delivered, q.err
+		}
+		if !ok {
+			q.ctr.drop(why, 1)
+		}
+	}
+	if !q.pushUsed() {
+		q.abort(0)
+		return q.delivered, q.err
+	}
+	if q.pushed {
+		q.notify()
+	}
+	q.ctr.publish()
+	return q.delivered, nil
+}
+
+// placeOne puts frame i into the next buffer, as one buffer must hold it
+// when MRG_RXBUF is off. A buffer too small for it is returned unused (the
+// guest sees a zero-length receive, which Linux and DPDK count as an error
+// and recycle), so that buffers are still used in order.
+func (q *RxQueue) placeOne(f *Frames, i int) (bool, DropReason) {
+	if q.avail() == 0 && !q.refill(f, i) {
+		return false, DropNoRxBuffers
+	}
+	if q.nused == usedCap && !q.pushUsed() {
+		return false, DropRingBroken
+	}
+	b, ci := q.chainAt(0)
+	c := &b.Chains[ci]
+	need := q.hdrLen + f.lens[i]
+	if int64(c.WriteLen) < int64(need) {
+		q.stage(c, 0)
+		return false, DropGuestBufferTooSmall
+	}
+	q.setNumBuffers(1)
+	q.src.start(q.hdr[:q.hdrLen], f.segs[i])
+	if w := q.src.writeTo(b.Writable(ci), need); w != need {
+		// The ring's WriteLen overstated its segments: a ring bug, not
+		// the guest's; do not hand the guest a truncated frame.
+		q.stage(c, 0)
+		return false, DropGuestBufferTooSmall
+	}
+	q.stage(c, uint32(need))
+	q.stagedFrames++
+	q.stagedBytes += f.lens[i]
+	return true, 0
+}
+
+// placeMerged spreads frame i over as many buffers as it needs (MRG_RXBUF),
+// with num_buffers in the header of the first. It first makes sure enough
+// buffers are there, so a frame is never left half-written.
+func (q *RxQueue) placeMerged(f *Frames, i int) (bool, DropReason) {
+	need := q.hdrLen + f.lens[i]
+	k, got := 0, 0
+	for got < need {
+		if k == q.avail() && !q.refill(f, i) {
+			break
+		}
+		b, ci := q.chainAt(k)
+		c := &b.Chains[ci]
+		if k == 0 && int64(c.WriteLen) < int64(q.hdrLen) {
+			// The spec requires every merged buffer to hold a header;
+			// one that cannot goes back unused rather than split the
+			// header of the frame starting in it.
+			if q.nused == usedCap && !q.pushUsed() {
+				return false, DropRingBroken
+			}
+			q.stage(c, 0)
+			continue
+		}
+		got += int(c.WriteLen)
+		k++
+	}
+	if got < need {
+		if q.drained || q.err != nil {
+			return false, DropNoRxBuffers
+		}
+		return false, DropGuestBufferTooSmall
+	}
+	if q.nused+k > usedCap && !q.pushUsed() {
+		return false, DropRingBroken
+	}
+	q.setNumBuffers(k)
+	q.src.start(q.hdr[:q.hdrLen], f.segs[i])
+	for j := 0; j < k; j++ {
+		b, ci := q.chainAt(0)
+		c := &b.Chains[ci]
+		w := q.src.writeTo(b.Writable(ci), int(c.WriteLen))
+		q.stage(c, uint32(w))
+	}
+	q.stagedFrames++
+	q.stagedBytes += f.lens[i]
+	return true, 0
+}
+
+func (q *RxQueue) setNumBuffers(n int) {
+	binary.LittleEndian.PutUint16(q.hdr[numBuffersOff:], uint16(n))
+}
+
+// left is how many chains bursts[cur] still holds; avail counts both.
+func (q *RxQueue) left() int  { return q.bursts[q.cur].N - q.next }
+func (q *RxQueue) avail() int { return q.left() + q.bursts[1-q.cur].N }
+
+// chainAt returns the k-th oldest chain not yet used.
+func (q *RxQueue) chainAt(k int) (*virtq.Burst, int) {
+	if l := q.left(); k >= l {
+		return &q.bursts[1-q.cur], k - l
+	}
+	return &q.bursts[q.cur], q.next + k
+}
+
+// stage records the oldest held chain as used with n bytes written and lets
+// go of it. The caller made room in q.used.
+func (q *RxQueue) stage(c *virtq.Chain, n uint32) {
+	q.used[q.nused] = virtq.Used{ID: c.ID, Descs: c.Descs, Len: n}
+	q.nused++
+	q.next++
+	if q.next == q.bursts[q.cur].N {
+		q.bursts[q.cur].Reset()
+		q.cur ^= 1
+		q.next = 0
+	}
+}
+
+// refill pops more buffers behind the ones held, for frame i of f, and
+// reports whether any came. It pops into whichever burst is empty: when
+// none is held, an estimate of what the rest of f needs (exactly one per
+// frame without MRG_RXBUF); when a frame straddles into a second burst, a
+// full burst, since the estimate already fell short.
+func (q *RxQueue) refill(f *Frames, i int) bool {
+	if q.drained || q.err != nil {
+		return false
+	}
+	if q.pops == maxPops {
+		q.drained = true
+		return false
+	}
+	q.pops++
+	var b *virtq.Burst
+	want := virtq.MaxBurst
+	switch {
+	case q.left() == 0:
+		b = &q.bursts[q.cur]
+		want = q.estimate(f, i)
+	case q.bursts[1-q.cur].N == 0:
+		b = &q.bursts[1-q.cur]
+	default:
+		return false
+	}
+	n, err := q.ring.Pop(b, want)
+	if err != nil {
+		q.fail("pop", err)
+		return false
+	}
+	if n < want {
+		q.drained = true
+	}
+	if n == 0 {
+		return false
+	}
+	sum := 0
+	for j := 0; j < n; j++ {
+		sum += int(b.Chains[j].WriteLen)
+	}
+	q.chainLen = sum / n
+	return true
+}
+
+// estimate returns how many buffers frames i.. of f need, between 1 and
+// virtq.MaxBurst, assuming buffers of the size seen last.
+func (q *RxQueue) estimate(f *Frames, i int) int {
+	n := 0
+	for j := i; j < f.n && n < virtq.MaxBurst; j++ {
+		l := f.lens[j]
+		switch {
+		case l > q.maxFrame:
+		case !q.mrg || q.chainLen <= 0:
+			n++
+		default:
+			n += (q.hdrLen + l + q.chainLen - 1) / q.chainLen
+		}
+	}
+	return min(max(n, 1), virtq.MaxBurst)
+}
+
+// pushUsed publishes the staged used entries in one Push and counts the
+// frames they complete as delivered. False means the ring broke.
+func (q *RxQueue) pushUsed() bool {
+	if q.nused == 0 {
+		return true
+	}
+	err := q.ring.Push(q.used[:q.nused])
+	q.nused = 0
+	if err != nil {
+		q.fail("push", err)
+		return false
+	}
+	q.pushed = true
+	q.ctr.pass(q.stagedFrames, q.stagedBytes)
+	q.delivered += q.stagedFrames
+	q.stagedFrames, q.stagedBytes = 0, 0
+	return true
+}
+
+// abort accounts for a ring failure in the middle of Deliver: the frames
+// staged but not pushed and the rest frames not yet placed are lost.
+func (q *RxQueue) abort(rest int) {
+	q.ctr.drop(DropRingBroken, q.stagedFrames+rest)
+	q.stagedFrames, q.stagedBytes = 0, 0
+	q.nused = 0
+	q.forget()
+	q.ctr.publish()
+}
+
+// forget drops the held buffers without returning them.
+func (q *RxQueue) forget() {
+	q.bursts[0].Reset()
+	q.bursts[1].Reset()
+	q.cur, q.next = 0, 0
+}
+
+// Held is how many receive buffers the queue holds over from earlier
+// bursts (popped, not yet used). Always 0 without MRG_RXBUF.
+func (q *RxQueue) Held() int { return q.avail() }
+
+// Flush gives the held buffers back to the guest unused (length 0) and
+// interrupts it if it asked. Call it before the ring's state is read for
+// GET_VRING_BASE and before the ring or the memory table is replaced: held
+// buffers point into the current mapping and would otherwise be lost to the
+// guest.
+func (q *RxQueue) Flush() error {
+	if q.err != nil {
+		return q.err
+	}
+	if q.ring == nil {
+		return nil
+	}
+	q.pushed = false
+	for q.avail() > 0 {
+		if q.nused == usedCap && !q.pushUsed() {
+			q.abort(0)
+			return q.err
+		}
+		b, ci := q.chainAt(0)
+		q.stage(&b.Chains[ci], 0)
+	}
+	if !q.pushUsed() {
+		q.abort(0)
+		return q.err
+	}
+	if q.pushed {
+		q.notify()
+	}
+	q.ctr.publish()
+	return nil
+}
+
+// Reset rebinds the queue to a new ring (nil to stop it), forgetting held
+// buffers (call Flush first if the old ring is still alive) and the error
+// that broke it. Counters and the call fd are kept. Only the owning worker,
+// or anyone while no worker polls the queue, may call it.
+func (q *RxQueue) Reset(ring virtq.Ring) {
+	q.ring = ring
+	q.err = nil
+	q.nused = 0
+	q.stagedFrames, q.stagedBytes = 0, 0
+	q.forget()
+}

@@ -1,0 +1,144 @@
+package virtionet
+
+import "github.com/xvswitch/xvswitch/virtq"
+
+// TxQueue is the device side of a guest's transmit queue (virtqueue 2k+1):
+// it pops the chains the guest sent and presents each as the frame's
+// segments in guest memory, the virtio-net header skipped. The caller copies
+// the frames out (to a NIC's UMEM or into another guest's RX buffers) and
+// then calls Complete, which gives the buffers back to the guest.
+//
+// A TxQueue is owned by one worker; see the package doc.
+type TxQueue struct {
+	queueBase
+	burst   virtq.Burst
+	frames  Frames
+	used    [virtq.MaxBurst]virtq.Used
+	pending int // chains of the last Receive not yet completed
+}
+
+// NewTxQueue returns a TX queue over ring (nil for a stopped queue).
+func NewTxQueue(ring virtq.Ring, cfg QueueConfig) *TxQueue {
+	q := &TxQueue{}
+	q.init(ring, cfg)
+	return q
+}
+
+// Receive pops up to max (at most virtq.MaxBurst) chains the guest made
+// available and returns how many it popped; 0 means the ring is empty.
+// The valid ones are in Frames() until Complete. Chains that are not a
+// usable frame are counted as drops (malformed, too long) and completed with
+// the rest. A pending burst not yet completed is completed first.
+//
+// A non-nil error means the guest broke the ring: the queue is broken for
+// good, the chains in flight are counted as ring_broken, and the device
+// owning it should be marked broken.
+func (q *TxQueue) Receive(max int) (int, error) {
+	if q.pending > 0 {
+		if err := q.Complete(); err != nil {
+			return 0, err
+		}
+	}
+	q.frames.Reset()
+	if q.err != nil {
+		return 0, q.err
+	}
+	if q.ring == nil || max <= 0 {
+		return 0, nil
+	}
+	if max > virtq.MaxBurst {
+		max = virtq.MaxBurst
+	}
+	b := &q.burst
+	n, err := q.ring.Pop(b, max)
+	if err != nil {
+		q.ctr.drop(DropRingBroken, n)
+		q.fail("pop", err)
+		q.ctr.publish()
+		return 0, q.err
+	}
+	bytes := 0
+	for i := 0; i < n; i++ {
+		c := &b.Chains[i]
+		q.used[i] = virtq.Used{ID: c.ID, Descs: c.Descs}
+		if c.WriteLen != 0 || len(b.Writable(i)) != 0 {
+			q.ctr.drop(DropMalformed, 1)
+			continue
+		}
+		segs, flen, ok := skipHeader(b.Readable(i), q.hdrLen)
+		switch {
+		case !ok || flen < EthHeaderLen:
+			q.ctr.drop(DropMalformed, 1)
+		case flen > q.maxFrame:
+			q.ctr.drop(DropTooLong, 1)
+		default:
+			q.frames.set(segs, flen)
+			bytes += flen
+		}
+	}
+	q.pending = n
+	q.ctr.pass(q.frames.n, bytes)
+	q.ctr.publish()
+	return n, nil
+}
+
+// Frames returns the frames of the last Receive, valid until Complete.
+func (q *TxQueue) Frames() *Frames { return &q.frames }
+
+// Complete returns every chain of the last Receive to the guest (used length
+// 0: the device wrote nothing) and interrupts the guest once if it asked to
+// be. The frames' bytes are the guest's again afterwards.
+func (q *TxQueue) Complete() error {
+	n := q.pending
+	q.pending = 0
+	q.frames.Reset()
+	if q.err != nil {
+		return q.err
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := q.ring.Push(q.used[:n]); err != nil {
+		// The frames were already handed out and counted; the guest
+		// simply never gets these buffers back.
+		q.fail("push", err)
+		return q.err
+	}
+	q.notify()
+	q.ctr.publish()
+	return nil
+}
+
+// Reset rebinds the queue to a new ring (nil to stop it), forgetting any
+// burst not completed (call Complete first if the old ring is still alive)
+// and the error that broke it. Counters and the call fd are kept. Only the
+// owning worker, or anyone while no worker polls the queue, may call it.
+func (q *TxQueue) Reset(ring virtq.Ring) {
+	q.ring = ring
+	q.err = nil
+	q.pending = 0
+	q.frames.Reset()
+}
+
+// skipHeader trims the virtio-net header off the front of a TX chain's
+// readable segments, in place (the header may have its own descriptor, sit
+// at the front of the first one, or even be split over several), and returns
+// the frame's segments and length. ok is false when the chain is shorter
+// than the header.
+func skipHeader(segs [][]byte, hdr int) (frame [][]byte, n int, ok bool) {
+	for hdr > 0 {
+		if len(segs) == 0 {
+			return nil, 0, false
+		}
+		if len(segs[0]) > hdr {
+			segs[0] = segs[0][hdr:]
+			break
+		}
+		hdr -= len(segs[0])
+		segs = segs[1:]
+	}
+	for _, s := range segs {
+		n += len(s)
+	}
+	return segs, n, true
+}
