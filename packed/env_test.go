@@ -1,0 +1,94 @@
+package packed_test
+
+import (
+	"testing"
+
+	"github.com/xvswitch/xvswitch/packed"
+	"github.com/xvswitch/xvswitch/virtq"
+	"github.com/xvswitch/xvswitch/virtq/drivertest"
+)
+
+// Feature words for tests.
+const (
+	fIndirect = uint64(1) << virtq.FeatureIndirectDesc
+	fEventIdx = uint64(1) << virtq.FeatureEventIdx
+	fInOrder  = uint64(1) << virtq.FeatureInOrder
+)
+
+// env is a packed ring with its driver model in fake guest memory: region 0
+// holds the ring and indirect tables, region 1 the buffers.
+type env struct {
+	t   testing.TB
+	m   *drivertest.Mem
+	d   *drivertest.PackedDriver
+	r   *packed.Ring
+	cfg virtq.Config
+	b   virtq.Burst
+	// bufBase is the guest address of region 1.
+	bufBase uint64
+	bufSize uint64
+}
+
+func newEnv(t testing.TB, size uint16, features uint64, bufBytes uint64) *env {
+	t.Helper()
+	// Ring plus room for indirect tables of up to 16 entries per id, and
+	// for hostile tests' extra tables.
+	ringBytes := uint64(size)*16*(1+16) + 1<<20
+	m, err := drivertest.NewMem(ringBytes, bufBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return newEnvMem(t, m, size, features)
+}
+
+func newEnvMem(t testing.TB, m *drivertest.Mem, size uint16, features uint64) *env {
+	t.Helper()
+	e := &env{t: t, m: m, bufBase: m.Regions[len(m.Regions)-1].GuestAddr, bufSize: m.Regions[len(m.Regions)-1].Size}
+	e.d = drivertest.NewPackedDriver(m, 0, size)
+	e.d.InOrder = features&fInOrder != 0
+	e.cfg = e.d.Config(features)
+	r, err := packed.New(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r = r
+	return e
+}
+
+// restore replaces the ring by a new one started from the old one's state,
+// as a vhost-user back-end does across GET/SET_VRING_BASE.
+func (e *env) restore() {
+	e.t.Helper()
+	cfg := e.cfg
+	cfg.Base = e.r.State()
+	r, err := packed.New(cfg)
+	if err != nil {
+		e.t.Fatalf("restore from %#x: %v", cfg.Base, err)
+	}
+	e.r = r
+}
+
+// pop pops up to max chains and fails the test on error.
+func (e *env) pop(max int) int {
+	e.t.Helper()
+	n, err := e.r.Pop(&e.b, max)
+	if err != nil {
+		e.t.Fatalf("Pop: %v", err)
+	}
+	return n
+}
+
+// concat joins segments.
+func concat(segs [][]byte) []byte {
+	var out []byte
+	for _, s := range segs {
+		out = append(out, s...)
+	}
+	return out
+}
+
+// state encodes ring positions as GET_VRING_BASE does.
+func state(avail uint16, availWrap bool, used uint16, usedWrap bool) uint32 {
+	return uint32(drivertest.PackedOffWrap(avail, availWrap)) | uint32(drivertest.PackedOffWrap(used, usedWrap))<<16
+}

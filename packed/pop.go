@@ -1,0 +1,236 @@
+package packed
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/virtq"
+)
+
+// errBurstFull stops a burst at a chain whose segments did not fit; the
+// chain stays available and is popped first next time. It never leaves Pop.
+var errBurstFull = errors.New("packed: burst full")
+
+// Pop resets b and fills it with up to max (at most virtq.MaxBurst) chains
+// the driver made available, their buffers translated to host bytes. It
+// returns how many it popped. An error means the guest broke the ring: b is
+// left empty and the ring is broken from then on.
+func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
+	b.Reset()
+	if r.broken {
+		return 0, virtq.ErrBroken
+	}
+	if max > virtq.MaxBurst {
+		max = virtq.MaxBurst
+	}
+	for b.N < max && !b.Full() {
+		off := int(r.availIdx) * descSize
+		// The acquire load of id|flags is what makes the rest of the
+		// descriptor (and the chain behind it) visible: the driver writes
+		// the head's flags last, with a barrier before.
+		w := guestmem.LoadAcquire32(r.desc, off+offIDFlags)
+		if uint16(w>>16)&(flagAvail|flagUsed) != availBits(r.availWrap) {
+			break
+		}
+		var err error
+		if uint16(w>>16)&(flagNext|flagIndirect) == 0 {
+			err = r.popOne(b, off, w)
+		} else {
+			err = r.popChain(b, w)
+		}
+		if err == nil {
+			continue
+		}
+		if err == errBurstFull {
+			if b.N > 0 {
+				break
+			}
+			err = fmt.Errorf("%w: its buffers need more than %d segments", virtq.ErrChainTooLong, virtq.MaxBurstSegs)
+		}
+		b.Reset()
+		return 0, r.fail(fmt.Errorf("packed: chain at descriptor %d (wrap %t): %w", r.availIdx, r.availWrap, err))
+	}
+	return b.N, nil
+}
+
+// popOne pops a chain of one direct descriptor: the common case (every
+// frame of a guest that uses neither chaining nor indirect tables), kept
+// short.
+func (r *Ring) popOne(b *virtq.Burst, off int, w uint32) error {
+	d := r.desc[off : off+descSize]
+	addr := binary.LittleEndian.Uint64(d[offAddr:])
+	ln := binary.LittleEndian.Uint32(d[offLen:])
+	id := uint16(w)
+	if err := r.checkID(id); err != nil {
+		return err
+	}
+	c := b.BeginChain()
+	if err := r.addBuf(b, c, addr, ln, uint16(w>>16)&flagWrite != 0); err != nil {
+		b.AbortChain(c)
+		return err
+	}
+	return r.commit(b, c, id, 1)
+}
+
+// popChain pops a chain of several descriptors (NEXT) or one indirect
+// descriptor. w is the head's id|flags word, already read.
+func (r *Ring) popChain(b *virtq.Burst, w uint32) error {
+	c := b.BeginChain()
+	idx := r.availIdx
+	slots := uint16(0)
+	for {
+		flags := uint16(w >> 16)
+		d := r.desc[int(idx)*descSize : int(idx)*descSize+descSize]
+		addr := binary.LittleEndian.Uint64(d[offAddr:])
+		ln := binary.LittleEndian.Uint32(d[offLen:])
+		slots++
+		if flags&flagIndirect != 0 {
+			// In a packed ring an indirect descriptor is a whole chain:
+			// the spec forbids mixing it with NEXT.
+			var err error
+			if slots != 1 || flags&flagNext != 0 {
+				err = fmt.Errorf("%w: indirect descriptor %d is chained with NEXT", virtq.ErrBadIndirect, idx)
+			} else {
+				err = r.addIndirect(b, c, addr, ln)
+			}
+			if err != nil {
+				b.AbortChain(c)
+				return err
+			}
+			break
+		}
+		if int(slots) > virtq.MaxChainDescs {
+			b.AbortChain(c)
+			return fmt.Errorf("%w: more than %d descriptors", virtq.ErrChainTooLong, virtq.MaxChainDescs)
+		}
+		if err := r.addBuf(b, c, addr, ln, flags&flagWrite != 0); err != nil {
+			b.AbortChain(c)
+			return err
+		}
+		if flags&flagNext == 0 {
+			break
+		}
+		if slots == r.size {
+			// The next descriptor would be the head again.
+			b.AbortChain(c)
+			return fmt.Errorf("%w: %w: NEXT runs around the whole ring of %d", virtq.ErrChainTooLong, virtq.ErrLoop, r.size)
+		}
+		if idx++; idx == r.size {
+			idx = 0
+		}
+		// Read once: flags and the buffer id (which the spec puts in the
+		// last descriptor of a chain) come from the same load.
+		w = guestmem.LoadAcquire32(r.desc, int(idx)*descSize+offIDFlags)
+	}
+	id := uint16(w)
+	if err := r.checkID(id); err != nil {
+		b.AbortChain(c)
+		return err
+	}
+	return r.commit(b, c, id, slots)
+}
+
+// addIndirect adds the buffers of an indirect table to chain c.
+func (r *Ring) addIndirect(b *virtq.Burst, c *virtq.Chain, addr uint64, ln uint32) error {
+	if !r.indirect {
+		return fmt.Errorf("%w: INDIRECT_DESC was not negotiated", virtq.ErrBadIndirect)
+	}
+	if ln == 0 || ln%descSize != 0 {
+		return fmt.Errorf("%w: %w: table of %d bytes is not a nonzero multiple of %d", virtq.ErrBadIndirect, virtq.ErrBadLength, ln, descSize)
+	}
+	if uint64(ln) > r.maxLen {
+		return fmt.Errorf("%w: %w: table of %d bytes is larger than guest memory", virtq.ErrBadIndirect, virtq.ErrBadLength, ln)
+	}
+	n := int(ln / descSize)
+	if n > virtq.MaxChainDescs {
+		return fmt.Errorf("%w: indirect table of %d descriptors (max %d)", virtq.ErrChainTooLong, n, virtq.MaxChainDescs)
+	}
+	// A table normally lies in one region; one that straddles two is
+	// legal, so fall back to translating it entry by entry.
+	table, err := r.mem.Translate(addr, uint64(ln))
+	if err != nil {
+		table = nil
+	}
+	for j := 0; j < n; j++ {
+		var e []byte
+		if table != nil {
+			e = table[j*descSize : j*descSize+descSize]
+		} else if e, err = r.mem.Translate(addr+uint64(j*descSize), descSize); err != nil {
+			return fmt.Errorf("%w: indirect table entry %d at %#x", virtq.ErrBadAddress, j, addr+uint64(j*descSize))
+		}
+		// Only WRITE is valid in a table entry; NEXT and the id are
+		// ignored, as the spec says. INDIRECT would be a nested table.
+		flags := binary.LittleEndian.Uint16(e[offIDFlags+2:])
+		if flags&flagIndirect != 0 {
+			return fmt.Errorf("%w: entry %d of the table at %#x", virtq.ErrNestedIndirect, j, addr)
+		}
+		err := r.addBuf(b, c, binary.LittleEndian.Uint64(e[offAddr:]), binary.LittleEndian.Uint32(e[offLen:]), flags&flagWrite != 0)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addBuf translates one buffer of chain c into b's segments.
+func (r *Ring) addBuf(b *virtq.Burst, c *virtq.Chain, addr uint64, ln uint32, write bool) error {
+	if ln == 0 || uint64(ln) > r.maxLen {
+		return fmt.Errorf("%w: %d bytes at %#x", virtq.ErrBadLength, ln, addr)
+	}
+	total := c.ReadLen
+	if write {
+		total = c.WriteLen
+	} else if c.WriteLen != 0 {
+		// Lengths are nonzero, so WriteLen != 0 means a writable buffer
+		// came before this readable one.
+		return fmt.Errorf("%w: buffer at %#x", virtq.ErrWriteBeforeRead, addr)
+	}
+	if uint64(total)+uint64(ln) > math.MaxUint32 {
+		return fmt.Errorf("%w: chain totals more than 4 GiB", virtq.ErrBadLength)
+	}
+	segs, err := r.mem.AppendSegments(b.SegTail()[:0], addr, uint64(ln))
+	if err != nil {
+		if errors.Is(err, guestmem.ErrTooManySegments) {
+			return errBurstFull
+		}
+		return fmt.Errorf("%w: %d bytes at %#x", virtq.ErrBadAddress, ln, addr)
+	}
+	b.AddSegs(c, len(segs), ln, write)
+	return nil
+}
+
+// checkID refuses a buffer id the device could not return unambiguously.
+func (r *Ring) checkID(id uint16) error {
+	if id >= r.size {
+		return fmt.Errorf("%w: id %d (ring size %d)", virtq.ErrBadID, id, r.size)
+	}
+	if r.inflight[id].descs != 0 {
+		return fmt.Errorf("%w: id %d is already in flight", virtq.ErrBadID, id)
+	}
+	return nil
+}
+
+// commit makes chain c, which took slots ring slots, part of the burst and
+// records buffer id as in flight.
+func (r *Ring) commit(b *virtq.Burst, c *virtq.Chain, id, slots uint16) error {
+	// The driver may only reuse slots we have returned as used: a chain
+	// that needs more than the free ones overran the ring, and would have
+	// our used writes overtake descriptors we have not read.
+	if r.slotsInFlight+uint32(slots) > uint32(r.size) {
+		b.AbortChain(c)
+		return fmt.Errorf("%w: chain of %d slots with %d of %d in flight", virtq.ErrBadIndex, slots, r.slotsInFlight, r.size)
+	}
+	c.ID, c.Descs = id, slots
+	b.CommitChain()
+	r.inflight[id] = inflightBuf{descs: slots, writeLen: c.WriteLen}
+	if r.inOrder {
+		r.order[(r.orderHead+r.nInFlight)%len(r.order)] = id
+	}
+	r.nInFlight++
+	r.slotsInFlight += uint32(slots)
+	r.availIdx, r.availWrap = r.advance(r.availIdx, r.availWrap, slots)
+	return nil
+}

@@ -1,0 +1,124 @@
+package packed
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/virtq"
+)
+
+// Push returns chains to the driver as used, in the order given. Each entry
+// names a buffer id popped and not yet pushed; Len must not exceed its
+// chain's WriteLen. The used index advances by the slots the chain took
+// when it was popped (the ring's own record; Used.Descs is not trusted).
+//
+// Without IN_ORDER, each entry gets its own used descriptor. With IN_ORDER,
+// entries must come in the order their chains were popped, and a run of
+// them costs one used descriptor carrying the last id: the driver takes
+// the skipped buffers as completely used, so a run only continues past an
+// entry whose Len is its chain's whole WriteLen (always true for transmit
+// chains, which have no writable part).
+//
+// Publication: every used descriptor but the first is written with plain
+// stores, then the first one's id|flags with a release store. The driver
+// polls only the next used slot, so it sees the batch, complete, when it
+// sees the first one (as DPDK's vhost does; one barrier per burst).
+func (r *Ring) Push(used []virtq.Used) error {
+	if r.broken {
+		return virtq.ErrBroken
+	}
+	p := publisher{first: -1}
+	var err error
+	if r.inOrder {
+		err = r.pushInOrder(used, &p)
+	} else {
+		err = r.pushAny(used, &p)
+	}
+	if p.first >= 0 {
+		guestmem.StoreRelease32(r.desc, p.first+offIDFlags, p.firstWord)
+	}
+	if err != nil {
+		return r.fail(fmt.Errorf("packed: push: %w", err))
+	}
+	return nil
+}
+
+// publisher holds back the first used descriptor's flags of a Push.
+type publisher struct {
+	first     int // byte offset of the first used descriptor, or -1
+	firstWord uint32
+}
+
+// write writes a used descriptor for buffer id at the current used slot,
+// then advances the used index by slots.
+func (r *Ring) write(p *publisher, id uint16, ln uint32, slots uint16) {
+	off := int(r.usedIdx) * descSize
+	d := r.desc[off : off+descSize]
+	flags := usedBits(r.usedWrap)
+	if ln != 0 {
+		// In a used descriptor WRITE says the device wrote data.
+		flags |= flagWrite
+	}
+	word := uint32(id) | uint32(flags)<<16
+	binary.LittleEndian.PutUint32(d[offLen:], ln)
+	if p.first < 0 {
+		p.first, p.firstWord = off, word
+	} else {
+		binary.LittleEndian.PutUint32(d[offIDFlags:], word)
+	}
+	r.usedIdx, r.usedWrap = r.advance(r.usedIdx, r.usedWrap, slots)
+	r.sincePushed += uint32(slots)
+}
+
+// retire takes buffer id out of flight and returns its record.
+func (r *Ring) retire(id uint16) (inflightBuf, error) {
+	if id >= r.size || r.inflight[id].descs == 0 {
+		return inflightBuf{}, fmt.Errorf("%w: id %d", virtq.ErrUsedNotInFlight, id)
+	}
+	f := r.inflight[id]
+	r.inflight[id].descs = 0
+	r.nInFlight--
+	r.slotsInFlight -= uint32(f.descs)
+	return f, nil
+}
+
+func (r *Ring) pushAny(used []virtq.Used, p *publisher) error {
+	for i := range used {
+		u := &used[i]
+		f, err := r.retire(u.ID)
+		if err != nil {
+			return err
+		}
+		r.write(p, u.ID, u.Len, f.descs)
+	}
+	return nil
+}
+
+func (r *Ring) pushInOrder(used []virtq.Used, p *publisher) error {
+	run := uint16(0) // slots retired since the last used descriptor written
+	for i := range used {
+		u := &used[i]
+		if r.nInFlight == 0 || r.order[r.orderHead] != u.ID {
+			if run != 0 {
+				r.write(p, used[i-1].ID, used[i-1].Len, run)
+			}
+			return fmt.Errorf("%w: id %d is not the oldest in flight (IN_ORDER)", virtq.ErrUsedNotInFlight, u.ID)
+		}
+		if r.orderHead++; r.orderHead == len(r.order) {
+			r.orderHead = 0
+		}
+		f, err := r.retire(u.ID)
+		if err != nil {
+			return err // unreachable: the order queue holds only ids in flight
+		}
+		// run stays <= size: in-flight chains never take more slots.
+		run += f.descs
+		if i+1 < len(used) && u.Len == f.writeLen {
+			continue
+		}
+		r.write(p, u.ID, u.Len, run)
+		run = 0
+	}
+	return nil
+}
