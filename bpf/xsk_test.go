@@ -1,0 +1,96 @@
+package bpf
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/xsk"
+)
+
+// Frames to a VM's MAC reach the AF_XDP socket in the rx queue's slot,
+// byte for byte, while the host's own traffic on the same NIC still reaches
+// the kernel and is answered; without the socket they go back to the kernel.
+func TestSteerToAFXDPSocket(t *testing.T) {
+	t.Parallel()
+	test.RequireCommands(t, "ping")
+	l := newLab(t, Policy{Mode: ModeMAC})
+	vm := randomVMMAC()
+	if err := l.S.AddMAC(vm, 1); err != nil {
+		t.Fatal(err)
+	}
+	ifc, err := net.InterfaceByName(l.Outer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := xsk.NewUMEM(xsk.UMEMConfig{NumFrames: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	sock, err := u.Bind(ifc.Index, 0, xsk.SocketConfig{NoTX: true, RXSize: 128, FillSize: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.S.SetSocket(0, sock.FD()); err != nil {
+		t.Fatal(err)
+	}
+	if fd, ok := l.S.Socket(0); !ok || fd != sock.FD() {
+		t.Fatalf("Socket(0) = %d, %t; want %d", fd, ok, sock.FD())
+	}
+
+	l.neigh(t, l.VMIP, vm.String())
+	c0 := l.counters(t)
+	const n = 5
+	l.udp(t, l.VMIP+":4789", n)
+	// The host keeps answering on the NIC meanwhile.
+	l.ping(t, l.OuterIP, 2)
+
+	var descs [xsk.MaxBurst]xsk.Desc
+	got := 0
+	inner := test.MAC(t, l.NS, l.Inner)
+	deadline := time.Now().Add(10 * time.Second) // bounds a hang only
+	for got < n {
+		k := sock.Receive(descs[:])
+		for _, d := range descs[:k] {
+			f := sock.Frame(d)
+			if len(f) < 42 || !bytes.Equal(f[0:6], vm) || net.HardwareAddr(f[6:12]).String() != inner ||
+				binary.BigEndian.Uint16(f[12:14]) != 0x0800 || f[23] != 17 ||
+				binary.BigEndian.Uint16(f[36:38]) != 4789 || !bytes.Contains(f, []byte("xvswitch steering test")) {
+				t.Errorf("unexpected frame on the socket: % x", f)
+			}
+			got++
+		}
+		sock.Release(descs[:k])
+		if k == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d frames reached the socket; counters %+v", got, n, l.counters(t).Sub(c0))
+			}
+			_, _ = sock.Wait(100 * time.Millisecond)
+		}
+	}
+	d := l.waitDelta(t, c0, Counters{Redirected: n, NotOwnedPassed: 2})
+	if d.Redirected != n || d.NoSocketPassed != 0 {
+		t.Fatalf("counters after %d frames to the VM MAC: %+v", n, d)
+	}
+	if k := sock.Receive(descs[:]); k != 0 {
+		t.Fatalf("%d extra frames on the socket (the host's ping must not be steered)", k)
+	}
+
+	// Socket out of the slot: frames to the VM go back to the kernel.
+	if err := l.S.RemoveSocket(0); err != nil {
+		t.Fatal(err)
+	}
+	c1 := l.counters(t)
+	l.udp(t, l.VMIP+":4789", 2)
+	d = l.waitDelta(t, c1, Counters{NoSocketPassed: 2})
+	if d.Redirected != 0 || d.NoSocketPassed != 2 {
+		t.Fatalf("after RemoveSocket: %+v", d)
+	}
+	if k := sock.Receive(descs[:]); k != 0 {
+		t.Fatalf("%d frames reached a socket no longer in the slot", k)
+	}
+}
