@@ -1,0 +1,229 @@
+package vswitch
+
+import (
+	"fmt"
+	"math/bits"
+	"net"
+	"path/filepath"
+	"sync"
+
+	"github.com/xvswitch/xvswitch/bpf"
+	"github.com/xvswitch/xvswitch/xsk"
+)
+
+// nicPort is an AF_XDP port: the steering program on the interface, one
+// UMEM shared by one socket per queue.
+type nicPort struct {
+	spec   NICSpec
+	steer  *bpf.Steering
+	umem   *xsk.UMEM
+	queues []*nicQueue
+	maxLen int // longest frame the NIC sends: MTU + Ethernet header + VLAN tag
+
+	macMu sync.Mutex
+	macs  map[uint64]bool // what the XDP MAC map holds
+}
+
+// nicQueue is one socket. Its frame stash is shared by the receive side
+// (the worker polling it returns frames) and the transmit side (any worker
+// takes frames to send), so both take mu, once per burst.
+type nicQueue struct {
+	mu     sync.Mutex
+	sock   *xsk.Socket
+	descs  [MaxBurst]xsk.Desc
+	n      int
+	maxLen int
+}
+
+// nicQueueCount is how many rx queues the interface has.
+func nicQueueCount(ifname string) int {
+	m, _ := filepath.Glob(filepath.Join("/sys/class/net", ifname, "queues", "rx-*"))
+	if len(m) == 0 {
+		return 1
+	}
+	return len(m)
+}
+
+func newNICPort(spec NICSpec) (*nicPort, error) {
+	ifi, err := net.InterfaceByName(spec.Ifname)
+	if err != nil {
+		return nil, fmt.Errorf("nic %s: %w", spec.Ifname, err)
+	}
+	nq := spec.Queues
+	if nq == 0 {
+		nq = nicQueueCount(spec.Ifname)
+	}
+	p := &nicPort{spec: spec, maxLen: ifi.MTU + 14 + 4, macs: map[uint64]bool{}}
+	// Until the switch knows a VM MAC, broadcast and multicast reach both
+	// worlds only through the switch's flood; the host keeps its unicast.
+	p.steer, err = bpf.Attach(spec.Ifname, bpf.Options{Policy: bpf.Policy{Mode: bpf.ModeMAC, Broadcast: true, Multicast: true}})
+	if err != nil {
+		return nil, err
+	}
+	mode := xsk.ModeAuto
+	switch spec.Mode {
+	case ModeCopy:
+		mode = xsk.ModeCopy
+	case ModeZeroCopy:
+		mode = xsk.ModeZeroCopy
+	}
+	const perQueue = 3 * 1024 // 2 x fill ring + TX ring, the xsk defaults
+	p.umem, err = xsk.NewUMEM(xsk.UMEMConfig{FrameSize: 4096, NumFrames: uint32(perQueue * nq)})
+	if err != nil {
+		p.steer.Close()
+		return nil, err
+	}
+	for q := 0; q < nq; q++ {
+		s, err := p.umem.Bind(ifi.Index, q, xsk.SocketConfig{Mode: mode})
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("nic %s queue %d: %w", spec.Ifname, q, err)
+		}
+		p.queues = append(p.queues, &nicQueue{sock: s, maxLen: p.maxLen})
+		if err := p.steer.SetSocket(uint32(q), s.FD()); err != nil {
+			p.close()
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p *nicPort) rxQueues() []rxQueue {
+	out := make([]rxQueue, len(p.queues))
+	for i, q := range p.queues {
+		out[i] = q
+	}
+	return out
+}
+
+func (p *nicPort) txQueues() []txQueue {
+	out := make([]txQueue, len(p.queues))
+	for i, q := range p.queues {
+		out[i] = q
+	}
+	return out
+}
+
+func (p *nicPort) info() PortInfo {
+	mode := "copy"
+	if len(p.queues) > 0 && p.queues[0].sock.ZeroCopy() {
+		mode = "zerocopy"
+	}
+	xdp := "native"
+	if p.steer.XDPMode() == bpf.XDPGeneric {
+		xdp = "generic"
+	}
+	return PortInfo{Kind: "nic", State: "up", Queues: len(p.queues),
+		Detail: fmt.Sprintf("%s xdp=%s af_xdp=%s pins=%s", p.spec.Ifname, xdp, mode, p.steer.PinDir())}
+}
+
+// fail: a NIC queue does not break the way a guest's ring does.
+func (p *nicPort) fail(err error) {}
+
+func (p *nicPort) close() error {
+	var first error
+	if p.steer != nil {
+		for q := range p.queues {
+			_ = p.steer.RemoveSocket(uint32(q))
+		}
+		first = p.steer.Close()
+	}
+	if p.umem != nil {
+		if err := p.umem.Close(); first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// setMACs makes the XDP MAC map hold exactly macs.
+func (p *nicPort) setMACs(macs []uint64) error {
+	p.macMu.Lock()
+	defer p.macMu.Unlock()
+	want := make(map[uint64]bool, len(macs))
+	for _, m := range macs {
+		want[m] = true
+	}
+	var first error
+	for m := range want {
+		if !p.macs[m] {
+			if err := p.steer.AddMAC(macBytes(m), 0); err != nil {
+				first = err
+				continue
+			}
+			p.macs[m] = true
+		}
+	}
+	for m := range p.macs {
+		if !want[m] {
+			if err := p.steer.RemoveMAC(macBytes(m)); err != nil && first == nil {
+				first = err
+			}
+			delete(p.macs, m)
+		}
+	}
+	return first
+}
+
+func macBytes(k uint64) net.HardwareAddr {
+	return net.HardwareAddr{byte(k >> 40), byte(k >> 32), byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)}
+}
+
+func (q *nicQueue) receive(fb *frameBurst) (int, error) {
+	q.mu.Lock()
+	n := q.sock.Receive(q.descs[:])
+	q.mu.Unlock()
+	for i := 0; i < n; i++ {
+		fb.setOne(i, q.sock.Frame(q.descs[i]))
+	}
+	q.n = n
+	return n, nil
+}
+
+func (q *nicQueue) release(fb *frameBurst) error {
+	q.mu.Lock()
+	q.sock.Release(q.descs[:q.n])
+	q.mu.Unlock()
+	q.n = 0
+	return nil
+}
+
+func (q *nicQueue) waker() waker {
+	// The socket's fd polls readable when its RX ring has frames.
+	return waker{fd: q.sock.FD()}
+}
+
+// transmit copies the selected frames into UMEM frames and sends them with
+// one kick.
+func (q *nicQueue) transmit(fb *frameBurst, mask frameMask, c *burstCounts) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	_, _ = q.sock.Complete()
+	want := bits.OnesCount32(uint32(mask))
+	got := q.sock.TXReserve(want)
+	slot := 0
+	for m := mask; m != 0; m &= m - 1 {
+		f := &fb.f[bits.TrailingZeros32(uint32(m))]
+		if f.len > q.maxLen {
+			c.drop(DropTooLong)
+			continue
+		}
+		if slot >= got {
+			c.drop(DropTxFull)
+			continue
+		}
+		buf := q.sock.TXBuffer(slot)
+		if len(buf) < f.len {
+			c.drop(DropTooLong)
+			continue
+		}
+		f.copyTo(buf)
+		q.sock.TXSetLen(slot, f.len)
+		slot++
+		c.packets++
+		c.bytes += uint64(f.len)
+	}
+	// A failed kick leaves the frames in the TX ring; the next burst's
+	// Complete kicks again, and xsk counts the failure (Counters.KickErrors).
+	_, _ = q.sock.TXSubmit(slot)
+}
