@@ -88,7 +88,7 @@ func TestZeroAllocs(t *testing.T) {
 		chain    func(d *drivertest.SplitDriver, head uint16)
 		stride   uint16
 	}{
-		"single": {featAll, singleDesc(m), 1},
+		"single":             {featAll, singleDesc(m), 1},
 		"single-no-eventidx": {featIndirect, singleDesc(m), 1},
 		// Even heads: a header, a readable and a writable descriptor.
 		"chained": {featAll, func(d *drivertest.SplitDriver, head uint16) {
