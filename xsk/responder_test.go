@@ -210,3 +210,11 @@ func TestPingThroughAFXDP(t *testing.T) {
 	t.Logf("ARP replies %d, echo replies %d, ignored %d; counters %+v; kernel %+v",
 		r.arpReplies, r.echoReplies, r.ignored, c, st)
 }
+
+func interfaceIndex(name string) (int, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return 0, err
+	}
+	return ifi.Index, nil
+}

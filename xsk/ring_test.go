@@ -56,7 +56,7 @@ func TestProducerRingWrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := uint64(100)  // next address we produce
+	next := uint64(100)   // next address we produce
 	expect := uint64(100) // next address the "kernel" must see
 	kcons := start
 	for round := range 20 {

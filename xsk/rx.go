@@ -23,7 +23,6 @@ func (s *Socket) Refill() int {
 	}
 	n := uint32(s.alloc.free())
 	if n == 0 {
-		s.counters.FillShort++
 		return 0
 	}
 	idx, got := s.fill.reserve(n)

@@ -97,7 +97,6 @@ type Counters struct {
 	RXFrames        uint64 // descriptors received
 	RXBadDescs      uint64 // RX descriptors outside the UMEM or our frames (dropped)
 	RXWakeups       uint64 // recvfrom calls made to wake or busy-poll RX
-	FillShort       uint64 // refills that found the stash empty
 	TXSubmitted     uint64 // descriptors submitted to the TX ring
 	TXCompleted     uint64 // completions reaped
 	TXNoSlots       uint64 // frames a TX burst could not place: TX ring full

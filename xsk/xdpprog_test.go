@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"github.com/xvswitch/xvswitch/test"
 )
 
 // xdpRedirect is a test-only XDP program and its XSKMAP: every frame goes
@@ -87,4 +88,23 @@ func xdpDrop(t testing.TB) *ebpf.Program {
 	}
 	t.Cleanup(func() { prog.Close() })
 	return prog
+}
+
+// attachInNS attaches prog natively to the veth's inner end, inside its
+// namespace, until the test ends.
+func attachInNS(t testing.TB, v *test.Veth, prog *ebpf.Program) {
+	t.Helper()
+	var l link.Link
+	err := v.NS.Do(func() error {
+		ifi, err := net.InterfaceByName(v.Inner)
+		if err != nil {
+			return err
+		}
+		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifi.Index, Flags: link.XDPDriverMode})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("attach XDP to %s: %v", v.Inner, err)
+	}
+	t.Cleanup(func() { l.Close() })
 }
