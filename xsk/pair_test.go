@@ -20,15 +20,23 @@ type pair struct {
 func newPair(t testing.TB, rxCfg SocketConfig) *pair {
 	t.Helper()
 	test.RequireRoot(t)
-	test.RequireCommands(t, "ip")
-	v := test.NewVeth(t, test.VethOptions{})
-	x := newXDPRedirect(t, 1)
-	x.attach(t, v.Outer)
 	u, err := NewUMEM(UMEMConfig{FrameSize: 2048, NumFrames: 8192})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newPairOn(t, u, rxCfg)
+}
+
+// newPairOn is newPair with the outer socket on a UMEM the test made
+// (closed when the test ends).
+func newPairOn(t testing.TB, u *UMEM, rxCfg SocketConfig) *pair {
+	t.Helper()
 	t.Cleanup(func() { u.Close() })
+	test.RequireRoot(t)
+	test.RequireCommands(t, "ip")
+	v := test.NewVeth(t, test.VethOptions{})
+	x := newXDPRedirect(t, 1)
+	x.attach(t, v.Outer)
 	rx, err := u.Bind(ifindex(t, v.Outer), 0, rxCfg)
 	if err != nil {
 		t.Fatal(err)
