@@ -75,7 +75,7 @@ func TestBusyPollOptions(t *testing.T) {
 	if !on {
 		t.Fatalf("busy polling off as root: %s", note)
 	}
-	for opt, want := range map[int]int{unix.SO_BUSY_POLL: 20, unix.SO_PREFER_BUSY_POLL: 1} // the budget cannot be read back {
+	for opt, want := range map[int]int{unix.SO_BUSY_POLL: 20, unix.SO_PREFER_BUSY_POLL: 1} { // SO_BUSY_POLL_BUDGET cannot be read back
 		if got, err := unix.GetsockoptInt(p.rx.FD(), unix.SOL_SOCKET, opt); err != nil || got != want {
 			t.Fatalf("sockopt %#x = %d (%v), want %d", opt, got, err, want)
 		}
