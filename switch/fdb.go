@@ -27,6 +27,10 @@ type FDB struct {
 	live  atomic.Int64
 	full  atomic.Uint64 // learn attempts refused because the table is full
 	clock *Clock
+	// changed, if set, is called (under mu) when a MAC is added or moves,
+	// so the control plane can update the NICs' MAC steering at once
+	// instead of at its next tick. It must not block.
+	changed func()
 }
 
 // Entry encoding: bits 0-47 the MAC, bits 48-62 the port index + 1, bit 63
@@ -156,6 +160,9 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 		}
 		f.entries[s].Store(e)
 		f.seen[s].Store(f.clock.Now())
+		if old&^entryStatic != e&^entryStatic && f.changed != nil {
+			f.changed()
+		}
 		return nil
 	}
 	if f.used+1 > len(f.entries)/2 {
@@ -172,6 +179,9 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 			f.seen[i].Store(f.clock.Now())
 			f.entries[i].Store(e)
 			f.live.Add(1)
+			if f.changed != nil {
+				f.changed()
+			}
 			return nil
 		}
 		i = (i + 1) & f.mask

@@ -2,6 +2,7 @@ package vswitch
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 )
@@ -27,7 +28,12 @@ func startTestSwitch(t *testing.T, cfg Config) *Switch {
 		t.Fatal(err)
 	}
 	s.startWorkers()
-	t.Cleanup(s.stopWorkers)
+	ctx, cancel := context.WithCancel(context.Background())
+	go s.housekeep(ctx)
+	t.Cleanup(func() {
+		cancel()
+		s.stopWorkers()
+	})
 	return s
 }
 

@@ -28,6 +28,8 @@ type Switch struct {
 	workers []*worker
 	wg      sync.WaitGroup
 	start   time.Time
+	// fdbChanged wakes the housekeeper when a MAC was learned or moved.
+	fdbChanged chan struct{}
 }
 
 // New makes a switch with no ports; Run starts it.
@@ -38,8 +40,14 @@ func New(cfg Config) (*Switch, error) {
 	if cfg.IdleAfter == 0 {
 		cfg.IdleAfter = DefaultIdleAfter
 	}
-	s := &Switch{cfg: cfg, byName: map[string]*port{}, start: time.Now()}
+	s := &Switch{cfg: cfg, byName: map[string]*port{}, start: time.Now(), fdbChanged: make(chan struct{}, 1)}
 	s.fdb = NewFDB(4096, &s.clock)
+	s.fdb.changed = func() {
+		select {
+		case s.fdbChanged <- struct{}{}:
+		default:
+		}
+	}
 	s.snap.Store(buildSnapshot(0, nil, cfg.Workers))
 	for i := 0; i < cfg.Workers; i++ {
 		cpu := -1
@@ -192,6 +200,10 @@ func (s *Switch) housekeep(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.fdbChanged:
+			s.mu.Lock()
+			s.syncMACs()
+			s.mu.Unlock()
 		case now := <-t.C:
 			s.clock.Set(uint32(now.Sub(s.start) / time.Second))
 			s.fdb.Age(uint32(s.cfg.FDBAge / time.Second))
