@@ -92,7 +92,7 @@ func (r *Ring) popChain(b *virtq.Burst, w uint32) error {
 			// the spec forbids mixing it with NEXT.
 			var err error
 			if slots != 1 || flags&flagNext != 0 {
-				err = fmt.Errorf("%w: indirect descriptor %d is chained with NEXT", virtq.ErrBadIndirect, idx)
+				err = fmt.Errorf("%w: indirect descriptor %d is part of a NEXT chain", virtq.ErrBadIndirect, idx)
 			} else {
 				err = r.addIndirect(b, c, addr, ln)
 			}
