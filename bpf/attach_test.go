@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -93,7 +94,7 @@ func TestAttachForeignProgram(t *testing.T) {
 	test.RequireCommands(t, "ip")
 	v := test.NewVeth(t, test.VethOptions{})
 	if out, err := exec.Command("ip", "link", "set", "dev", v.Outer, "xdp", "obj", "steer_bpfel.o", "sec", "xdp").CombinedOutput(); err != nil {
-		t.Skipf("iproute2 cannot load the object here: %v\n%s", err, out)
+		test.SkipOrFail(t, fmt.Sprintf("iproute2 cannot load the object here: %v\n%s", err, out))
 	}
 	if s, err := Attach(v.Outer, Options{}); !errors.Is(err, ErrBusy) {
 		if s != nil {

@@ -137,6 +137,7 @@ func TestAllAndNonePolicy(t *testing.T) {
 	if d.NotOwnedPassed != 0 || d.Redirected != 0 {
 		t.Fatalf("policy all: %+v", d)
 	}
+	l.neigh(t, l.OuterIP, l.OuterMAC) // no ARP from here on: exact counts
 	l.neigh(t, l.VMIP, randomVMMAC().String())
 	c1 := l.counters(t)
 	l.udp(t, l.VMIP+":9", 3) // to a MAC nobody registered: "all" takes it anyway
