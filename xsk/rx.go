@@ -97,3 +97,12 @@ func (s *Socket) Release(descs []Desc) {
 	}
 	s.Refill()
 }
+
+// AllocFrame takes a free frame from the socket's stash, for a caller that
+// builds frames in the UMEM itself and sends them with TransmitDescs. It
+// returns the frame's base address.
+func (s *Socket) AllocFrame() (addr uint64, ok bool) { return s.alloc.get() }
+
+// FreeFrame returns a frame (any address inside it) to the socket's stash;
+// false if it is not one of the socket's frames or is already free.
+func (s *Socket) FreeFrame(addr uint64) bool { return s.alloc.put(addr) }
