@@ -65,13 +65,19 @@ type lab struct {
 // parallel tests (and other packages' tests) never share a subnet.
 func newLab(t *testing.T, p Policy) *lab {
 	t.Helper()
+	return newLabQueues(t, p, 1)
+}
+
+// newLabQueues is newLab with a veth of the given number of rx/tx queues.
+func newLabQueues(t *testing.T, p Policy, queues int) *lab {
+	t.Helper()
 	test.RequireRoot(t)
 	test.RequireCommands(t, "ip")
 	var b [2]byte
 	_, _ = rand.Read(b[:])
 	n := fmt.Sprintf("10.%d.%d", 160+int(b[0])%64, b[1])
 	l := &lab{Net: n, OuterIP: n + ".1", InnerIP: n + ".2", VMIP: n + ".9", BcastIP: n + ".255"}
-	l.Veth = test.NewVeth(t, test.VethOptions{OuterAddr: l.OuterIP + "/24", InnerAddr: l.InnerIP + "/24"})
+	l.Veth = test.NewVeth(t, test.VethOptions{Queues: queues, OuterAddr: l.OuterIP + "/24", InnerAddr: l.InnerIP + "/24"})
 	// A quiet wire: no IPv6 chatter (router solicitations, MLD) from the
 	// namespace, so the counters see only the frames a test sends.
 	l.NS.MustRun(t, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1")
@@ -131,16 +137,22 @@ func (l *lab) counters(t *testing.T) Counters {
 // bounds a test that would otherwise hang.
 func (l *lab) waitDelta(t *testing.T, base, want Counters) Counters {
 	t.Helper()
+	return l.waitFor(t, base, fmt.Sprintf("%+v", want), func(d Counters) bool { return reached(d, want) })
+}
+
+// waitFor is waitDelta with any condition on the delta.
+func (l *lab) waitFor(t *testing.T, base Counters, what string, ok func(Counters) bool) Counters {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		d := l.counters(t).Sub(base)
-		if reached(d, want) {
+		if ok(d) {
 			// Let stragglers land, so exact comparisons see them.
 			time.Sleep(50 * time.Millisecond)
 			return l.counters(t).Sub(base)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("counters never reached %+v; delta is %+v", want, d)
+			t.Fatalf("counters never reached %s; delta is %+v", what, d)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
