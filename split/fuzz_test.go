@@ -73,7 +73,7 @@ func FuzzSplitPop(f *testing.F) {
 		[]fuzzDesc{{d, 12, n, 1}, {d + 12, 100, n, 2}, {d + 200, 200, w, 0}, {d + 400, 8, w, 0}}))
 	f.Add(fuzzInput(2, 2, 2, 0, []fuzzDesc{{d, 10, n, 0}, {d, 0, 0, 0}}, []uint16{0, 1}, nil))                                         // loop
 	f.Add(fuzzInput(2, 2, 1, 0, []fuzzDesc{{fuzzTable, 32, ind, 0}}, []uint16{0}, []fuzzDesc{{d, 10, n, 1}, {fuzzTable, 16, ind, 0}})) // nested
-	f.Add(fuzzInput(0, 0, 0x8001, 0x8000, []fuzzDesc{{d + 0xffff0, 0x20, w, 0}}, []uint16{0}, nil))                                         // off the region
+	f.Add(fuzzInput(0, 0, 0x8001, 0x8000, []fuzzDesc{{d + 0xffff0, 0x20, w, 0}}, []uint16{0}, nil))                                    // off the region
 	f.Add(fuzzInput(1, 1, 2, 0, []fuzzDesc{{d, 10, w | n, 1}, {d, 10, r, 0}}, []uint16{0, 0}, nil))                                    // write before read
 
 	m, err := drivertest.NewMem(1<<20, 1<<20)
