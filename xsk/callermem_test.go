@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xvswitch/xvswitch/test"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -16,6 +18,7 @@ import (
 //     the namespace, and completes back to the stash (completions matched in
 //     order, although the kernel clears bit 0 of the address it returns).
 func TestCallerMemoryUnaligned(t *testing.T) {
+	test.RequireRoot(t)
 	const half = 1 << 20
 	mem := mapTwoMemfds(t, half)
 	u, err := NewUMEMFromMemory(mem, UMEMConfig{FrameSize: 2048, Unaligned: true, Headroom: 64})
