@@ -56,8 +56,7 @@ func (q *queueBase) fail(op string, err error) {
 // burst after the last Push.
 func (q *queueBase) notify() {
 	if q.ring.NeedNotify() && q.call.signal() {
-		q.ctr.local.Notifies++
-		q.ctr.dirty = true
+		q.ctr.notified()
 	}
 }
 
@@ -70,6 +69,12 @@ func (q *queueBase) SetCallFD(fd int) { q.call.fd.Store(int32(fd)) }
 // Snapshot returns the counters as of the end of the last burst. Safe to
 // call from any goroutine.
 func (q *queueBase) Snapshot() Stats { return q.ctr.snapshot() }
+
+// LastBurst returns what the last burst (a TX queue's Receive and
+// Complete, an RX queue's Deliver) added to the counters: the switch adds
+// these to its own per-port totals without keeping deltas. Only the owning
+// worker may call it.
+func (q *queueBase) LastBurst() Stats { return q.ctr.burst }
 
 // Err returns the error that broke the queue, or nil.
 func (q *queueBase) Err() error { return q.err }

@@ -52,6 +52,16 @@ func (f *Frames) Add(segs [][]byte) bool {
 	return true
 }
 
+// AddSized is Add for a caller that knows the frame's length already; n
+// must be the sum of the segments' lengths.
+func (f *Frames) AddSized(segs [][]byte, n int) bool {
+	if f.n == virtq.MaxBurst {
+		return false
+	}
+	f.set(segs, n)
+	return true
+}
+
 // AddBytes appends a frame of one segment and reports whether there was room.
 func (f *Frames) AddBytes(b []byte) bool {
 	if f.n == virtq.MaxBurst {

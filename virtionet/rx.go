@@ -73,6 +73,7 @@ func NewRxQueue(ring virtq.Ring, cfg QueueConfig) *RxQueue {
 // good, the frames not delivered are counted as ring_broken, and the device
 // owning it should be marked broken.
 func (q *RxQueue) Deliver(f *Frames) (int, error) {
+	q.ctr.begin()
 	if q.err != nil {
 		q.ctr.drop(DropRingBroken, f.n)
 		q.ctr.publish()

@@ -285,6 +285,15 @@ func TestRxMixedBufferSizes(t *testing.T) {
 						t.Fatal(err)
 					}
 					after := q.Snapshot()
+					lb := q.LastBurst()
+					for r := range lb.Drops {
+						if lb.Drops[r] != after.Drops[r]-before.Drops[r] {
+							t.Fatalf("round %d: LastBurst %+v, snapshots %+v -> %+v", round, lb, before, after)
+						}
+					}
+					if lb.Packets != after.Packets-before.Packets || lb.Bytes != after.Bytes-before.Bytes {
+						t.Fatalf("round %d: LastBurst %+v, snapshots %+v -> %+v", round, lb, before, after)
+					}
 					if int(after.Packets-before.Packets) != n || int(after.Packets+after.Dropped()-before.Packets-before.Dropped()) != len(fs) {
 						t.Fatalf("round %d: delivered %d of %d, stats %+v -> %+v", round, n, len(fs), before, after)
 					}

@@ -31,7 +31,8 @@ func (s *Stats) Dropped() uint64 {
 // goroutines still see whole (if slightly old) values.
 type counters struct {
 	local Stats
-	dirty bool // local differs from pub
+	burst Stats // what the current (or last) burst added, for LastBurst
+	dirty bool  // local differs from pub
 
 	pub struct {
 		packets, bytes, notifies atomic.Uint64
@@ -39,14 +40,26 @@ type counters struct {
 	}
 }
 
+// begin starts a burst: LastBurst reports from here on.
+func (c *counters) begin() { c.burst = Stats{} }
+
 func (c *counters) drop(r DropReason, n int) {
 	c.local.Drops[r] += uint64(n)
+	c.burst.Drops[r] += uint64(n)
 	c.dirty = true
 }
 
 func (c *counters) pass(frames int, bytes int) {
 	c.local.Packets += uint64(frames)
 	c.local.Bytes += uint64(bytes)
+	c.burst.Packets += uint64(frames)
+	c.burst.Bytes += uint64(bytes)
+	c.dirty = true
+}
+
+func (c *counters) notified() {
+	c.local.Notifies++
+	c.burst.Notifies++
 	c.dirty = true
 }
 

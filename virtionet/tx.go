@@ -40,6 +40,7 @@ func (q *TxQueue) Receive(max int) (int, error) {
 		}
 	}
 	q.frames.Reset()
+	q.ctr.begin()
 	if q.err != nil {
 		return 0, q.err
 	}

@@ -126,6 +126,9 @@ func TestTxRejects(t *testing.T) {
 				t.Fatalf("%d completions, want 9", len(cs))
 			}
 			s := q.Snapshot()
+			if lb := q.LastBurst(); lb != s {
+				t.Fatalf("LastBurst %+v differs from the only burst's totals %+v", lb, s)
+			}
 			want := Stats{Packets: 3, Bytes: uint64(60 + MaxFrameLen(mtu) + 14)}
 			want.Drops[DropMalformed] = 4
 			want.Drops[DropTooLong] = 2
