@@ -1,0 +1,20 @@
+package test
+
+import "testing"
+
+// TestQEMUReference runs the reference topology (qemu_reference.go) with
+// both ring kinds: a guest's two NICs on DPDK's vhost-user back-end, a
+// ping and a TCP stream from eth0 to eth1 (in its own namespace) across
+// it, and RING_PACKED negotiated exactly with packed=on.
+func TestQEMUReference(t *testing.T) {
+	RequireLong(t)
+	for _, tc := range []struct {
+		name   string
+		packed bool
+	}{{"packed", true}, {"split", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := RunReference(t, tc.packed)
+			CheckReference(t, r, tc.packed)
+		})
+	}
+}
