@@ -19,6 +19,9 @@ const MaxMACs = 4096
 // Interface is the name of the interface the program is attached to.
 func (s *Steering) Interface() string { return s.ifname }
 
+// Ifindex is the index the interface had at Attach.
+func (s *Steering) Ifindex() int { return s.ifindex }
+
 // XDPMode is the mode the program got attached in (XDPDriver or XDPGeneric).
 func (s *Steering) XDPMode() XDPMode { return s.xdpMode }
 
