@@ -1,0 +1,43 @@
+package vhost
+
+import "github.com/xvswitch/xvswitch/virtq"
+
+// offeredFeatures is the virtio feature word GET_FEATURES returns. No
+// checksum or segmentation offloads: frames leave through AF_XDP, which
+// has no notion of partial checksums, so the guest must finish them.
+// No CTRL_VQ: a front-end that wants one (QEMU, virtio-user) emulates it.
+func offeredFeatures(cfg *Config) uint64 {
+	f := uint64(1)<<virtq.FeatureVersion1 |
+		1<<virtq.FeatureRingPacked |
+		1<<virtq.FeatureEventIdx |
+		1<<virtq.FeatureIndirectDesc |
+		1<<NetFeatureMrgRxbuf |
+		1<<NetFeatureStatus |
+		1<<FeatureProtocolFeatures
+	if cfg.InOrder {
+		f |= 1 << virtq.FeatureInOrder
+	}
+	if cfg.MTU != 0 {
+		f |= 1 << NetFeatureMTU
+	}
+	if cfg.MAC != nil {
+		f |= 1 << NetFeatureMAC
+	}
+	if cfg.QueuePairs > 1 {
+		f |= 1 << NetFeatureMQ
+	}
+	return f &^ cfg.DisableFeatures
+}
+
+// offeredProtocolFeatures is what GET_PROTOCOL_FEATURES returns. RARP is
+// offered because SEND_RARP is how a migrated guest without GUEST_ANNOUNCE
+// gets announced. CONFIG is offered for front-ends that read the device
+// config through GET_CONFIG (QEMU's virtio-net masks it and serves the
+// config space itself).
+const offeredProtocolFeatures = uint64(1)<<ProtoMQ |
+	1<<ProtoRARP |
+	1<<ProtoReplyAck |
+	1<<ProtoMTU |
+	1<<ProtoConfig |
+	1<<ProtoConfigureMemSlots |
+	1<<ProtoStatus

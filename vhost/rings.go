@@ -1,0 +1,243 @@
+package vhost
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xvswitch/xvswitch/virtionet"
+	"github.com/xvswitch/xvswitch/virtq"
+)
+
+// ringFactory builds the device side of a ring; packed says which kind.
+type ringFactory func(packed bool, cfg virtq.Config) (virtq.Ring, error)
+
+// queueCtl is the control path's view of one virtqueue: what the front-end
+// set up, and the ring while it runs. Guarded by Device.mu.
+type queueCtl struct {
+	num     uint32
+	addr    vringAddr
+	hasAddr bool
+	base    uint32
+	kickSet bool // SET_VRING_KICK seen: the ring is started
+	kickFD  int  // -1: none, or poll mode
+	callFD  int
+	errFD   int
+	enabled bool
+	ring    virtq.Ring
+	act     *Active // what Begin returns, nil while stopped
+
+	// The virtio-net queue over the ring and what it was made for; a
+	// new one is made when the session, features or frame limit change.
+	netSID      uint64
+	netFeatures uint64
+	netMaxFrame int
+}
+
+func (c *queueCtl) reset() {
+	*c = queueCtl{kickFD: -1, callFD: -1, errFD: -1}
+}
+
+// startable reports whether the ring has everything it needs to run.
+func (c *queueCtl) startable(s *session) bool {
+	return s.mem != nil && c.num != 0 && c.hasAddr && c.kickSet && c.enabled
+}
+
+// tryStart builds and publishes the ring of q if it can run and does not.
+// An error means the front-end's ring setup is unusable.
+func (d *Device) tryStart(s *session, q *Queue) error {
+	c := &q.ctl
+	if c.act != nil || !c.startable(s) {
+		return nil
+	}
+	if c.ring == nil {
+		cfg := virtq.Config{
+			Mem: s.mem, Size: uint16(c.num),
+			Desc: c.addr.desc, Driver: c.addr.avail, Device: c.addr.used,
+			Features: s.features, Base: c.base,
+		}
+		r, err := d.cfg.newRing(s.packed(), cfg)
+		if err != nil {
+			return fmt.Errorf("%w: queue %d: %w", ErrBadMessage, q.index, err)
+		}
+		c.ring = r
+	}
+	d.ensureNetQueue(s, q)
+	c.act = d.newActive(s, q)
+	q.publish(c.act)
+	return nil
+}
+
+// ensureNetQueue makes sure q has a virtio-net queue for the session's
+// features and frame limit. A new one starts with fresh counters; the old
+// one stays reachable from the old snapshot until the rebind flushes it.
+func (d *Device) ensureNetQueue(s *session, q *Queue) {
+	c := &q.ctl
+	mf := virtionet.MaxFrameLen(d.mtu(s))
+	if c.netSID == s.id && c.netFeatures == s.features && c.netMaxFrame == mf {
+		return
+	}
+	c.netSID, c.netFeatures, c.netMaxFrame = s.id, s.features, mf
+	nc := virtionet.QueueConfig{Index: q.index, Features: s.features, MaxFrame: mf}
+	if q.index%2 == 0 {
+		q.rx.Store(virtionet.NewRxQueue(nil, nc))
+	} else {
+		q.tx.Store(virtionet.NewTxQueue(nil, nc))
+	}
+}
+
+func (d *Device) newActive(s *session, q *Queue) *Active {
+	c := &q.ctl
+	return &Active{Rx: q.rx.Load(), Tx: q.tx.Load(), Ring: c.ring, Mem: s.mem,
+		Features: s.features, Index: q.index,
+		q: q, session: s.id, kickFD: c.kickFD, callFD: c.callFD}
+}
+
+// mtu is the MTU the session's frames are held to: NET_SET_MTU's, else
+// the configured one, else 1500.
+func (d *Device) mtu(s *session) int {
+	switch {
+	case s.mtu != 0:
+		return s.mtu
+	case d.cfg.MTU != 0:
+		return d.cfg.MTU
+	}
+	return 1500
+}
+
+// unpublish stops handing q's ring to the data path and returns the
+// generation to wait for, or 0 if it was not published.
+func (d *Device) unpublish(q *Queue) uint64 {
+	if q.ctl.act == nil {
+		return 0
+	}
+	q.ctl.act = nil
+	return q.publish(nil)
+}
+
+// settle waits for q's poller to leave snapshots older than gen. On a
+// timeout the caller must not unmap or close what the old one used.
+func (d *Device) settle(q *Queue, gen uint64) bool {
+	if gen == 0 || q.waitRelease(gen) {
+		return true
+	}
+	d.log.Error("vhost poller did not release a queue; leaking its old mappings and fds", "queue", q.index)
+	return false
+}
+
+// stopRing takes q's ring away from the data path and keeps its state as
+// the base to restart from. It reports false if the poller did not let go
+// (then nothing the old ring used may be freed).
+func (d *Device) stopRing(q *Queue) bool {
+	ok := d.settle(q, d.unpublish(q))
+	d.dropRing(q)
+	return ok
+}
+
+// dropRing forgets the (unpublished, released) ring, saving its state.
+func (d *Device) dropRing(q *Queue) {
+	c := &q.ctl
+	if c.ring == nil {
+		return
+	}
+	if n := c.ring.InFlight(); n > 0 {
+		d.log.Warn("vhost ring stopped with chains in flight; the guest loses them", "queue", q.index, "inflight", n)
+	}
+	c.base = c.ring.State()
+	c.ring = nil
+}
+
+// republish hands the running ring of q to the data path again with the
+// current fds (kick or call replaced) and reports whether the poller
+// released the previous snapshot.
+func (d *Device) republish(s *session, q *Queue) bool {
+	if q.ctl.act == nil {
+		return true
+	}
+	q.ctl.act = d.newActive(s, q)
+	return d.settle(q, q.publish(q.ctl.act))
+}
+
+// pauseAll unpublishes every running ring, waits for the pollers, and
+// returns the queues that were running, with their rings dropped (state
+// saved). ok is false if some poller did not let go.
+func (d *Device) pauseAll() (was []*Queue, ok bool) {
+	gens := make([]uint64, len(d.queues))
+	for i, q := range d.queues {
+		gens[i] = d.unpublish(q)
+	}
+	ok = true
+	for i, q := range d.queues {
+		if gens[i] != 0 {
+			was = append(was, q)
+			if !d.settle(q, gens[i]) {
+				ok = false
+			}
+		}
+		d.dropRing(q)
+	}
+	return was, ok
+}
+
+// restartAll rebuilds and republishes rings after pauseAll.
+func (d *Device) restartAll(s *session) error {
+	var errs []error
+	for _, q := range d.queues {
+		if err := d.tryStart(s, q); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// resetRings stops every ring, closes every queue's eventfds and forgets
+// the ring setup (RESET_OWNER, session end). It reports false if some
+// poller did not let go; then the fds are leaked, not closed under it.
+func (d *Device) resetRings() bool {
+	_, ok := d.pauseAll()
+	for _, q := range d.queues {
+		c := &q.ctl
+		if ok {
+			closeFD(c.kickFD)
+			closeFD(c.callFD)
+		}
+		closeFD(c.errFD) // never used by the data path
+		c.reset()
+		if q.curKick >= 0 {
+			q.publish(nil) // deregisters the kick fd from epfd
+		}
+	}
+	return ok
+}
+
+// signalErr writes every queue's error eventfd (SET_VRING_ERR), so the
+// front-end learns why the connection is about to close.
+func (d *Device) signalErr() {
+	one := [8]byte{1}
+	for _, q := range d.queues {
+		if q.ctl.errFD >= 0 {
+			_, _ = unix.Write(q.ctl.errFD, one[:])
+		}
+	}
+}
+
+// updateReady emits Ready or Stopped when queue pair 0's state changes.
+func (d *Device) updateReady(s *session) {
+	ready := d.sess == s && d.queues[0].ctl.act != nil && d.queues[1].ctl.act != nil
+	if ready == s.ready {
+		return
+	}
+	s.ready = ready
+	if ready {
+		s.event(Event{Kind: EventReady})
+	} else {
+		s.event(Event{Kind: EventStopped})
+	}
+}
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		_ = unix.Close(fd)
+	}
+}

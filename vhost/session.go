@@ -1,0 +1,185 @@
+package vhost
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/virtq"
+)
+
+// session is the state of one front-end connection: what was negotiated
+// and mapped. It dies with the connection; the next one starts afresh.
+// Guarded by Device.mu.
+type session struct {
+	id       uint64
+	mc       *msgConn
+	features uint64
+	featSet  bool
+	protocol uint64
+	status   uint8
+	mtu      int
+	maps     []*mapping
+	mem      *guestmem.Memory
+	ready    bool
+	broken   error
+	events   []Event
+}
+
+func (s *session) packed() bool { return virtq.Has(s.features, virtq.FeatureRingPacked) }
+
+func (s *session) hasProto(bit uint) bool { return s.protocol&(1<<bit) != 0 }
+
+func (s *session) event(e Event) { s.events = append(s.events, e) }
+
+// ServeConn serves one front-end connection until it ends, then tears its
+// state down. Open's accept and dial loops use it; an owner with an
+// already connected socket (socket activation, a test's socketpair) may
+// call it directly. It returns ErrBusy (and closes c) while another
+// connection is being served, ErrClosed after Close, and otherwise why
+// the connection ended (nil: the front-end closed it).
+func (d *Device) ServeConn(c *net.UnixConn) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		_ = c.Close()
+		return ErrClosed
+	}
+	if d.sess != nil {
+		d.mu.Unlock()
+		_ = c.Close()
+		return ErrBusy
+	}
+	d.nextSID++
+	s := &session{id: d.nextSID, mc: newMsgConn(c)}
+	d.sess = s
+	for _, q := range d.queues {
+		q.ctl.reset()
+	}
+	d.breakMu.Lock()
+	d.connOf[s.id] = c
+	d.breakMu.Unlock()
+	d.mu.Unlock()
+
+	d.emit(Event{Kind: EventConnected})
+	err := d.serve(s)
+	return d.endSession(s, err)
+}
+
+// serve reads and handles messages until the connection fails.
+func (d *Device) serve(s *session) error {
+	for {
+		m, err := s.mc.read()
+		if err != nil {
+			return err
+		}
+		d.mu.Lock()
+		reply, herr := d.handle(s, m)
+		m.closeFDs()
+		evs := s.events
+		s.events = nil
+		d.mu.Unlock()
+		for _, e := range evs {
+			d.emit(e)
+		}
+		if err := d.respond(s, m, reply, herr); err != nil {
+			return err
+		}
+	}
+}
+
+// respond sends what the front-end expects for m and decides whether the
+// session survives herr.
+func (d *Device) respond(s *session, m *message, reply []byte, herr error) error {
+	soft := errors.Is(herr, ErrRejected) || errors.Is(herr, ErrUnknown)
+	switch {
+	case m.req.hasReply():
+		if herr == nil {
+			if err := s.mc.reply(m.req, reply); err != nil {
+				return err
+			}
+			return nil
+		}
+		if m.req == reqGetConfig && soft {
+			// GET_CONFIG signals failure with an empty payload.
+			if err := s.mc.reply(m.req, nil); err != nil {
+				return err
+			}
+			d.log.Info("vhost request refused", "req", m.req.String(), "err", herr)
+			return nil
+		}
+		// There is no way to say "error" in these replies: close.
+		return herr
+	case m.needReply():
+		v := uint64(0)
+		if herr != nil {
+			v = 1
+		}
+		if err := s.mc.replyU64(m.req, v); err != nil {
+			return err
+		}
+	}
+	if herr == nil {
+		return nil
+	}
+	if soft && (m.needReply() || errors.Is(herr, ErrRejected)) {
+		d.log.Info("vhost request refused", "req", m.req.String(), "err", herr)
+		return nil
+	}
+	return herr
+}
+
+// endSession tears a session down after its connection failed with err.
+func (d *Device) endSession(s *session, err error) error {
+	if errors.Is(err, io.EOF) {
+		err = nil // the front-end hung up
+	}
+	d.breakMu.Lock()
+	c := d.connOf[s.id]
+	delete(d.connOf, s.id)
+	d.breakMu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+	if be := d.takeBreak(s.id); be != nil {
+		err = be
+	} else if errors.Is(err, net.ErrClosed) {
+		err = nil // Close() hung up on it
+	}
+	broken := err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !isConnReset(err)
+
+	d.mu.Lock()
+	if broken {
+		s.broken = err
+		if s.hasProto(ProtoStatus) {
+			s.status |= StatusNeedsReset
+		}
+		d.signalErr()
+		s.event(Event{Kind: EventBroken, Err: err})
+	}
+	if d.resetRings() {
+		unmapAll(s.maps)
+	}
+	s.maps, s.mem = nil, nil
+	d.updateReady(s)
+	d.sess = nil
+	d.lastErr = err
+	evs := s.events
+	s.events = nil
+	d.mu.Unlock()
+	for _, e := range evs {
+		d.emit(e)
+	}
+	d.emit(Event{Kind: EventGone, Err: err})
+	if err != nil {
+		return fmt.Errorf("vhost %s: %w", d.cfg.Name, err)
+	}
+	return nil
+}
+
+func isConnReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && !errors.Is(err, net.ErrClosed)
+}
