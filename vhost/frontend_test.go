@@ -26,8 +26,8 @@ type frontend struct {
 	dev  *Device
 	done chan error // ServeConn's result
 
-	mem  *drivertest.Mem
-	fds  []int // memfds, one per region
+	mem     *drivertest.Mem
+	fds     []int // memfds, one per region
 	kickFDs []int // per vring: the kick eventfd we write
 	callFDs []int // per vring: the call eventfd we read
 
