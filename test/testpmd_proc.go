@@ -38,7 +38,8 @@ type Testpmd struct {
 	fwd     *FwdStats
 	fwdSeen int // forward statistics blocks seen
 	output  bytes.Buffer
-	prompt  bool // interactive: a "testpmd> " prompt has been seen
+	prompt  bool   // interactive: a "testpmd> " prompt has been seen
+	failure string // first line saying a port could not be set up
 	ready   bool
 
 	exited   chan struct{} // closed when the process has exited
@@ -172,6 +173,7 @@ func (tp *Testpmd) read(r io.ReadCloser, logf *os.File) {
 				pending = pending[i+1:]
 				p.line(line)
 				tp.notePrompt(line)
+				tp.noteFailure(line)
 			}
 			tp.notePrompt(string(pending))
 			tp.mu.Unlock()
@@ -186,6 +188,27 @@ func (tp *Testpmd) read(r io.ReadCloser, logf *os.File) {
 func (tp *Testpmd) notePrompt(s string) {
 	if strings.Contains(s, "testpmd> ") {
 		tp.prompt = true
+	}
+}
+
+// failureSigns are testpmd's words for a port it could not probe,
+// configure or start. It keeps running without the port, so readiness
+// would otherwise only time out.
+var failureSigns = []string{
+	"probe failed", "No probed ethernet devices", "Fail to configure port",
+	"Fail to start port", "Fail to setup",
+}
+
+// noteFailure records the first failure line; called with mu held.
+func (tp *Testpmd) noteFailure(line string) {
+	if tp.failure != "" {
+		return
+	}
+	for _, s := range failureSigns {
+		if strings.Contains(line, s) {
+			tp.failure = strings.TrimSpace(line)
+			return
+		}
 	}
 }
 
@@ -214,6 +237,9 @@ func (tp *Testpmd) waitSockets(timeout time.Duration) error {
 // ports than configured (e.g. a virtio-user whose socket had no listener).
 func (tp *Testpmd) WaitReady(timeout time.Duration) error {
 	err := tp.waitFor(timeout, "ports up", func() bool {
+		if tp.failure != "" {
+			return true
+		}
 		if tp.cfg.Interactive {
 			return tp.prompt
 		}
@@ -224,9 +250,13 @@ func (tp *Testpmd) WaitReady(timeout time.Duration) error {
 	}
 	tp.mu.Lock()
 	n := len(tp.macs)
+	failure := tp.failure
 	already := tp.ready
 	tp.ready = true
 	tp.mu.Unlock()
+	if failure != "" {
+		return fmt.Errorf("%w %s: %q; log %s:\n%s", ErrTestpmd, tp.cfg.Name, failure, tp.LogPath, tp.logExcerpt())
+	}
 	if n < len(tp.cfg.Ports) {
 		return fmt.Errorf("%w %s: %d of %d ports probed (see %s)", ErrTestpmd, tp.cfg.Name, n, len(tp.cfg.Ports), tp.LogPath)
 	}
@@ -261,8 +291,9 @@ func (tp *Testpmd) waitFor(timeout time.Duration, what string, cond func() bool)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w %s: no %s after %v; log %s:\n%s",
-				ErrTestpmd, tp.cfg.Name, what, timeout, tp.LogPath, tp.logExcerpt())
+			// The log is shown by the cleanup if the test fails.
+			return fmt.Errorf("%w %s: still waiting for %s after %v (log %s)",
+				ErrTestpmd, tp.cfg.Name, what, timeout, tp.LogPath)
 		}
 	}
 }
