@@ -311,3 +311,95 @@ func TestTxFakeShapes(t *testing.T) {
 	}
 	checkStats(t, q.Snapshot(), 2, 28, map[DropReason]int{DropMalformed: 1})
 }
+
+// txProperty: TX chains of random shapes come out as exactly the bytes
+// after the header, or are counted under the right reason; every chain is
+// completed.
+func txProperty(t *testing.T, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	r := &fakeRing{}
+	maxFrame := 14 + rng.Intn(3000)
+	q := NewTxQueue(r, QueueConfig{Index: 1, Features: featV1, MaxFrame: maxFrame})
+	type expect struct {
+		frame []byte
+		why   DropReason
+		ok    bool
+	}
+	var want []expect
+	for i := rng.Intn(100); i > 0; i-- {
+		var read, write [][]byte
+		var all []byte
+		for j := rng.Intn(5); j >= 0; j-- {
+			s := make([]byte, rng.Intn(20)+rng.Intn(2)*rng.Intn(3000))
+			rng.Read(s)
+			read = append(read, s)
+			all = append(all, s...)
+		}
+		if rng.Intn(10) == 0 {
+			write = append(write, make([]byte, 1+rng.Intn(100)))
+		}
+		r.add(read, write)
+		e := expect{ok: true}
+		switch {
+		case len(write) > 0 || len(all) < HeaderLen+EthHeaderLen:
+			e = expect{why: DropMalformed}
+		case len(all)-HeaderLen > maxFrame:
+			e = expect{why: DropTooLong}
+		default:
+			e.frame = all[HeaderLen:]
+		}
+		want = append(want, e)
+	}
+	var drops [NumDropReasons]uint64
+	popped := 0
+	for {
+		n, err := q.Receive(1 + rng.Intn(32))
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if n == 0 {
+			break
+		}
+		f := q.Frames()
+		k := 0
+		for _, e := range want[popped : popped+n] {
+			if !e.ok {
+				drops[e.why]++
+				continue
+			}
+			if k >= f.Len() || !bytes.Equal(gather(f, k), e.frame) || f.FrameLen(k) != len(e.frame) {
+				t.Fatalf("seed %d: frame %d wrong", seed, k)
+			}
+			k++
+		}
+		if k != f.Len() {
+			t.Fatalf("seed %d: %d frames, want %d", seed, f.Len(), k)
+		}
+		popped += n
+		if rng.Intn(2) == 0 {
+			if err := q.Complete(); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+		}
+	}
+	if err := q.Complete(); err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	if popped != len(want) || len(r.done) != len(want) || r.err != nil {
+		t.Fatalf("seed %d: popped %d, completed %d of %d (%v)", seed, popped, len(r.done), len(want), r.err)
+	}
+	if s := q.Snapshot(); s.Drops != drops || s.Packets+s.Dropped() != uint64(len(want)) {
+		t.Fatalf("seed %d: stats %+v, drops want %v", seed, s, drops)
+	}
+}
+
+func TestTxProperty(t *testing.T) {
+	for seed := int64(0); seed < 200; seed++ {
+		txProperty(t, seed)
+	}
+}
+
+func FuzzTxProperty(f *testing.F) {
+	f.Add(int64(1))
+	f.Fuzz(func(t *testing.T, seed int64) { txProperty(t, seed) })
+}

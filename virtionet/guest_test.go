@@ -55,7 +55,6 @@ type guest struct {
 
 	chains map[uint16][]buf // id -> its buffers, while in flight
 	free   map[uint32][]uint64
-	reaped []completion
 }
 
 // newGuest builds a ring of size descriptors; ringFeatures go to the ring
@@ -99,8 +98,6 @@ func (g *guest) alloc(n uint32) uint64 {
 	return g.m.Alloc(1, uint64(n), 64)
 }
 
-func (g *guest) bytes(b buf) []byte { return g.m.Bytes(b.Addr, uint64(b.Len)) }
-
 // add makes a chain available and returns its id.
 func (g *guest) add(bufs []buf) uint16 {
 	g.t.Helper()
@@ -112,7 +109,7 @@ func (g *guest) add(bufs []buf) uint16 {
 	case kindSplit:
 		sb := make([]drivertest.SplitBuf, len(bufs))
 		for i, b := range bufs {
-			sb[i] = drivertest.SplitBuf{Addr: b.Addr, Len: b.Len, Write: b.Write}
+			sb[i] = drivertest.SplitBuf(b)
 		}
 		id, err = g.sp.AddChain(sb, nil)
 		g.sp.Publish()
