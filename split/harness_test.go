@@ -2,7 +2,6 @@ package split_test
 
 import (
 	"bytes"
-	"errors"
 	"math/rand"
 	"testing"
 
@@ -65,7 +64,6 @@ type harness struct {
 	slabOf     map[uint16]uint64
 	want       map[uint16]*want
 	popped     []uint16 // popped, not yet pushed
-	seq        byte
 
 	added, completed, reaped int
 }
@@ -308,16 +306,4 @@ func (h *harness) drain() {
 	if h.added != h.reaped {
 		h.t.Fatalf("added %d chains, reaped %d", h.added, h.reaped)
 	}
-}
-
-// isSentinel reports whether err wraps one of virtq's sentinels.
-func isSentinel(err error) bool {
-	for _, s := range []error{virtq.ErrBroken, virtq.ErrLoop, virtq.ErrChainTooLong, virtq.ErrNestedIndirect,
-		virtq.ErrBadIndirect, virtq.ErrBadLength, virtq.ErrBadAddress, virtq.ErrBadID, virtq.ErrBadIndex,
-		virtq.ErrWriteBeforeRead, virtq.ErrBadConfig, virtq.ErrUsedNotInFlight} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
 }
