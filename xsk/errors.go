@@ -28,6 +28,9 @@ var (
 	ErrClosed = errors.New("xsk: closed")
 	// ErrKick: sendto/recvfrom failed with an error that is not transient.
 	ErrKick = errors.New("xsk: kick failed")
+	// ErrTXOpen: Transmit or TransmitDescs was called while a TXReserve
+	// reservation is open; TXSubmit it first.
+	ErrTXOpen = errors.New("xsk: TX reservation open")
 	// ErrNoRing: the operation needs a ring the socket was created without
 	// (RX on a TX-only socket or the other way round).
 	ErrNoRing = errors.New("xsk: socket has no such ring")

@@ -97,6 +97,9 @@ func (s *Socket) TXSubmit(n int) (int, error) {
 // longer than a UMEM frame (counted). The rest did not fit (TX ring full or
 // no free frame): reap completions and try again.
 func (s *Socket) Transmit(frames [][]byte) (int, error) {
+	if s.txReserved > 0 {
+		return 0, ErrTXOpen
+	}
 	k := s.TXReserve(len(frames))
 	for i := range k {
 		buf := s.TXBuffer(i)
@@ -118,6 +121,9 @@ func (s *Socket) Transmit(frames [][]byte) (int, error) {
 func (s *Socket) TransmitDescs(descs []Desc) (int, error) {
 	if s.tx == nil {
 		return 0, ErrNoRing
+	}
+	if s.txReserved > 0 {
+		return 0, ErrTXOpen
 	}
 	want := min(uint32(len(descs)), s.fifo.space()-s.txReserved)
 	idx, got := s.tx.reserve(want)
