@@ -55,6 +55,12 @@ type guest struct {
 
 	chains map[uint16][]buf // id -> its buffers, while in flight
 	free   map[uint32][]uint64
+
+	scratch []drivertest.PackedCompletion // for refill's Reap
+
+	// refill's split fast path: recycling heads behind the model's back.
+	fast               bool
+	lastUsed, availIdx uint16
 }
 
 // newGuest builds a ring of size descriptors; ringFeatures go to the ring
@@ -72,6 +78,7 @@ func newGuest(t testing.TB, kind ringKind, size uint16, ringFeatures uint64) *gu
 	case kindPacked:
 		g.pk = drivertest.NewPackedDriver(m, 0, size)
 		g.pk.InOrder = virtq.Has(f, virtq.FeatureInOrder)
+		g.scratch = make([]drivertest.PackedCompletion, 0, size)
 		r, err := packed.New(g.pk.Config(f | 1<<virtq.FeatureRingPacked))
 		if err != nil {
 			t.Fatal(err)
