@@ -266,3 +266,5 @@ func TestFramesBothWays(t *testing.T) {
 		})
 	}
 }
+
+var deliverFrames virtionet.Frames

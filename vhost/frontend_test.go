@@ -31,8 +31,7 @@ type frontend struct {
 	kickFDs []int // per vring: the kick eventfd we write
 	callFDs []int // per vring: the call eventfd we read
 
-	mu     sync.Mutex
-	events []Event
+	lastReq request // the last request sent
 }
 
 const ioTimeout = 5 * time.Second
@@ -103,6 +102,7 @@ func fileConn(t testing.TB, fd int) *net.UnixConn {
 
 // send writes one message with the given flags and fds.
 func (f *frontend) send(req request, flags uint32, payload []byte, fds ...int) error {
+	f.lastReq = req
 	b := make([]byte, headerSize+len(payload))
 	binary.LittleEndian.PutUint32(b[0:], uint32(req))
 	binary.LittleEndian.PutUint32(b[4:], flags)

@@ -55,6 +55,9 @@ func (d *Device) ServeConn(c *net.UnixConn) error {
 	d.nextSID++
 	s := &session{id: d.nextSID, mc: newMsgConn(c)}
 	d.sess = s
+	// Close waits for the session's teardown.
+	d.wg.Add(1)
+	defer d.wg.Done()
 	for _, q := range d.queues {
 		q.ctl.reset()
 	}
@@ -150,15 +153,19 @@ func (d *Device) endSession(s *session, err error) error {
 	}
 	broken := err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !isConnReset(err)
 
-	d.mu.Lock()
 	if broken {
+		// Say so while the session is still visible (Info shows
+		// NEEDS_RESET), before tearing it down.
+		d.mu.Lock()
 		s.broken = err
 		if s.hasProto(ProtoStatus) {
 			s.status |= StatusNeedsReset
 		}
 		d.signalErr()
-		s.event(Event{Kind: EventBroken, Err: err})
+		d.mu.Unlock()
+		d.emit(Event{Kind: EventBroken, Err: err})
 	}
+	d.mu.Lock()
 	if d.resetRings() {
 		unmapAll(s.maps)
 	}

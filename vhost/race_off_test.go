@@ -1,0 +1,5 @@
+//go:build !race
+
+package vhost
+
+const raceEnabled = false

@@ -1,0 +1,7 @@
+//go:build race
+
+package vhost
+
+// raceEnabled: the race detector allocates, so allocation counts are
+// meaningless under it.
+const raceEnabled = true
