@@ -144,7 +144,6 @@ func newAddrRing(mem []byte, off unix.XDPRingOffset, size uint32) (*addrRing, er
 }
 
 func (r *addrRing) set(idx uint32, addr uint64) { r.slots[idx&r.mask] = addr }
-func (r *addrRing) get(idx uint32) uint64       { return r.slots[idx&r.mask] }
 
 // descRing is an RX or TX ring: slots are descriptors.
 type descRing struct {
