@@ -174,9 +174,8 @@ func (c *TestpmdConfig) setDefaults() {
 		c.ReadyTimeout = 30 * time.Second
 	}
 	for i := range c.Ports {
-		if c.Ports[i].Queues <= 0 {
-			c.Ports[i].Queues = 1
-		}
+		p := &c.Ports[i]
+		p.Queues = max(p.Queues, p.QueueCount, 1)
 	}
 }
 
@@ -192,8 +191,8 @@ func (p TestpmdPort) devargs(i int) (string, error) {
 	var name string
 	switch p.Kind {
 	case VirtioUser:
-		if p.Path == "" {
-			return "", fmt.Errorf("port %d: virtio-user needs Path", i)
+		if err := checkSocketPath(p.Path); err != nil {
+			return "", fmt.Errorf("port %d: %w", i, err)
 		}
 		name = "net_virtio_user"
 		kv = append(kv, "path="+p.Path, "queues="+strconv.Itoa(p.Queues),
@@ -206,8 +205,8 @@ func (p TestpmdPort) devargs(i int) (string, error) {
 			kv = append(kv, "mac="+p.MAC)
 		}
 	case VhostUser:
-		if p.Path == "" {
-			return "", fmt.Errorf("port %d: vhost needs Path", i)
+		if err := checkSocketPath(p.Path); err != nil {
+			return "", fmt.Errorf("port %d: %w", i, err)
 		}
 		name = "net_vhost"
 		kv = append(kv, "iface="+p.Path, "queues="+strconv.Itoa(p.Queues), "client="+b01(p.Client))
@@ -237,6 +236,22 @@ func (p TestpmdPort) devargs(i int) (string, error) {
 		kv = append(kv, p.Devargs)
 	}
 	return name + strconv.Itoa(i) + "," + strings.Join(kv, ","), nil
+}
+
+// checkSocketPath rejects what bind/connect would: an empty path or one
+// longer than sun_path (107 bytes and a NUL). t.TempDir paths of long
+// subtest names get close.
+func checkSocketPath(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("no socket path")
+	case len(p) > 107:
+		return fmt.Errorf("socket path of %d bytes, more than a unix socket takes (107): %s", len(p), p)
+	}
+	if strings.ContainsRune(p, ',') {
+		return fmt.Errorf("socket path with a comma (it would split the devargs): %s", p)
+	}
+	return nil
 }
 
 // args returns testpmd's argument list (after the program name).
@@ -314,8 +329,8 @@ func TestpmdPMDDir() (string, error) {
 		out, err := exec.Command("dpkg", "-L", "librte-net-vhost23").Output()
 		if err == nil {
 			for _, l := range strings.Split(string(out), "\n") {
-				if strings.Contains(l, "/pmds-") && strings.HasSuffix(l, ".so") ||
-					strings.Contains(l, "/pmds-") && strings.Contains(l, ".so.") {
+				// The folder itself is listed too: take a driver's folder.
+				if strings.Contains(l, "/pmds-") && strings.Contains(filepath.Base(l), ".so") {
 					pmdDirOnce.dir = filepath.Dir(l)
 					return
 				}

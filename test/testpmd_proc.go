@@ -411,13 +411,18 @@ func (tp *Testpmd) stop() (FwdStats, error) {
 			return false
 		}
 	}
+	tp.mu.Lock()
+	prompt := tp.prompt
+	tp.mu.Unlock()
 	var how string
 	switch {
 	case exited(0):
 		how = "had already exited"
-	case tp.stdin != nil && tp.Cmd("quit") == nil && exited(15*time.Second):
+	// Only a prompt reads commands: before it (e.g. a server-mode
+	// virtio-user still waiting in probe) go straight to SIGINT.
+	case tp.stdin != nil && prompt && tp.Cmd("quit") == nil && exited(10*time.Second):
 		how = "quit"
-	case tp.cmd.Process.Signal(os.Interrupt) == nil && exited(15*time.Second):
+	case tp.cmd.Process.Signal(os.Interrupt) == nil && exited(10*time.Second):
 		how = "SIGINT"
 	default:
 		_ = tp.cmd.Process.Kill()
