@@ -24,8 +24,9 @@ const (
 // header and one VLAN tag.
 func MaxFrameLen(mtu int) int { return mtu + EthHeaderLen + VLANTagLen }
 
-// RxQueueIndex and TxQueueIndex are the virtqueue indexes of queue pair k.
+// RxQueueIndex is the guest's receive queue of a queue pair (virtio-net
+// queues come in pairs: receiveq k is 2k, transmitq k is 2k+1).
 func RxQueueIndex(pair int) int { return 2 * pair }
 
-// TxQueueIndex is the guest's transmit queue of queue pair k.
+// TxQueueIndex is the guest's transmit queue of a queue pair.
 func TxQueueIndex(pair int) int { return 2*pair + 1 }

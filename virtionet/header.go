@@ -40,7 +40,8 @@ type Header struct {
 }
 
 // Encode writes h into b, little-endian; b needs HeaderLen bytes (or
-// LegacyHeaderLen, in which case NumBuffers is left out).
+// LegacyHeaderLen, in which case NumBuffers is left out). It panics if b is
+// shorter than that: the caller sizes b.
 func (h *Header) Encode(b []byte) {
 	_ = b[LegacyHeaderLen-1]
 	b[0] = h.Flags
@@ -55,9 +56,12 @@ func (h *Header) Encode(b []byte) {
 }
 
 // DecodeHeader reads a header from b (HeaderLen bytes, or LegacyHeaderLen
-// for a legacy header without NumBuffers).
+// for a legacy header without NumBuffers). A shorter b (guest bytes may be
+// anything) yields the zero Header.
 func DecodeHeader(b []byte) Header {
-	_ = b[LegacyHeaderLen-1]
+	if len(b) < LegacyHeaderLen {
+		return Header{}
+	}
 	h := Header{
 		Flags:      b[0],
 		GSOType:    b[1],
