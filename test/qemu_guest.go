@@ -187,7 +187,7 @@ func qemuArgs(c *GuestConfig, macs []string, kernel, initrd, console, reports st
 		}
 	}
 	kargs := []string{
-		"console=ttyS0", "panic=-1", "loglevel=4", "rdinit=/init", "edd=off",
+		"console=ttyS0", "panic=-1", "loglevel=4", "rdinit=/init", "edd=off", "cryptomgr.notests",
 		// Faster boot under TCG: nothing here needs these.
 		"mitigations=off", "nokaslr", "tsc=reliable", "no_timer_check",
 		"i8042.noaux", "i8042.nomux", "i8042.nopnp", "i8042.dumbkbd",

@@ -1,24 +1,44 @@
 package test
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestGuestSelfTest boots the guest with no vhost-user back-end at all: its
-// two NICs are wired to each other by a QEMU hub (-netdev hubport), eth1
-// sits in its own namespace inside the guest, and the guest pings and sends
-// a TCP stream from eth0's stack to eth1's address. That can only work
-// across the wire (the namespaces share no loopback), so it proves the
-// image, the init script, namespaces, ping, nc, the checksums, the feature
-// report and the result plumbing, everything but vhost-user itself.
+// first two NICs are wired to each other by a QEMU hub (-netdev hubport),
+// eth1 sits in its own namespace inside the guest, and the guest pings and
+// sends a TCP stream from eth0's stack to eth1's address. That can only
+// work across the wire (the namespaces share no loopback). A third NIC on
+// QEMU's user-mode network (in a third namespace) carries TCP to and from
+// peers in this test process. Together they prove the image, the init
+// script, namespaces, ping, nc, the checksums, the feature report and the
+// result plumbing: everything but vhost-user itself.
 func TestGuestSelfTest(t *testing.T) {
 	RequireLong(t)
+	// Host peers, reached over the user-mode NIC: one the guest connects
+	// to (10.0.2.2 is the host's loopback), one that connects to the guest
+	// through a forwarded port.
+	sink, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	sinkPort := sink.Addr().(*net.TCPAddr).Port
+	fwdPort := freePort(t)
 	cfg := GuestConfig{
 		NICs: []GuestNIC{
 			{Netdev: "hubport,hubid=0", Addr: "10.99.0.1/24", Packed: true, MTU: 9000},
 			{Netdev: "hubport,hubid=0", Addr: "10.99.0.2/24", Netns: "peer", MTU: 9000},
+			{Netdev: fmt.Sprintf("user,hostfwd=tcp:127.0.0.1:%d-:5003", fwdPort),
+				Addr: "10.0.2.15/24", Netns: "slirp"},
 		},
 		Commands: []GuestCommand{
 			GuestPing("ping", "", "10.99.0.2", 3, 56),
@@ -26,15 +46,45 @@ func TestGuestSelfTest(t *testing.T) {
 			GuestTCP("tcp", "peer", "10.99.0.2", "", 5001, 300000),
 			GuestShell("eth0-tx", "", "cat /sys/class/net/eth0/statistics/tx_packets"),
 			GuestShell("peer-sees-one-nic", "peer", "ip -o link show | grep -v ' lo:' | wc -l"),
+			GuestTCPReceive("from-host", "slirp", 5003, 100000),
+			GuestTCPSend("to-host", "slirp", "10.0.2.2", sinkPort, 70000),
 			GuestShell("fails", "", "echo about to fail; exit 3"),
 		},
 		Timeout: 60 * time.Second,
 	}
 	g := StartGuest(t, cfg)
-	r := g.Wait()
-	if testing.Verbose() {
-		t.Logf("reports:\n%s\nconsole:\n%s", r.Reports, r.Console)
+
+	type got struct {
+		n   int64
+		sum string
+		err error
 	}
+	sunk := make(chan got, 1)
+	go func() {
+		c, err := sink.Accept()
+		if err != nil {
+			sunk <- got{err: err}
+			return
+		}
+		defer c.Close()
+		h := sha256.New()
+		n, err := io.Copy(h, c)
+		sunk <- got{n, hex.EncodeToString(h.Sum(nil)), err}
+	}()
+	sent := make([]byte, 100000)
+	_, _ = rand.Read(sent)
+	sentSum := sha256.Sum256(sent)
+	if !g.WaitReady("from-host", 45*time.Second) {
+		t.Error("the guest never said it listens on port 5003")
+	} else if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", fwdPort)); err != nil {
+		t.Errorf("connect to the guest: %v", err)
+	} else {
+		if _, err := c.Write(sent); err != nil {
+			t.Errorf("send to the guest: %v", err)
+		}
+		c.Close()
+	}
+	r := g.Wait()
 	t.Logf("guest run: %v wall, guest uptime %.2fs at script start, %.2fs at end",
 		r.Duration.Round(time.Millisecond), r.BeginUptime, r.EndUptime)
 
@@ -64,6 +114,20 @@ func TestGuestSelfTest(t *testing.T) {
 	}
 	if n := r.Result("peer-sees-one-nic"); len(n.Output) != 1 || strings.TrimSpace(n.Output[0]) != "1" {
 		t.Errorf("namespace peer should hold exactly one NIC, has %q", n.Output)
+	}
+	// Host -> guest: the guest got what this process sent.
+	if fh := r.Result("from-host"); fh.Bytes != int64(len(sent)) || fh.SHA256 != hex.EncodeToString(sentSum[:]) {
+		t.Errorf("from-host: guest got %d bytes sha256 %s, sent %d bytes sha256 %x", fh.Bytes, fh.SHA256, len(sent), sentSum)
+	}
+	// Guest -> host: this process got what the guest says it sent.
+	select {
+	case s := <-sunk:
+		th := r.Result("to-host")
+		if s.err != nil || s.n != 70000 || s.n != th.SentBytes || s.sum != th.SentSHA256 {
+			t.Errorf("to-host: got %d bytes sha256 %s (%v), guest sent %d bytes sha256 %s", s.n, s.sum, s.err, th.SentBytes, th.SentSHA256)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("to-host: nothing arrived from the guest")
 	}
 	n0, n1 := r.NIC(0), r.NIC(1)
 	if n0.MTU != 9000 || n1.MTU != 9000 {
@@ -100,4 +164,14 @@ func atoiOr(s string, def int) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -9,7 +9,8 @@ import (
 
 // TestGuestVhostVariants exercises the NIC options the reference does not,
 // on DPDK's vhost-user back-end (io forwarding 0 <-> 1): QEMU as the socket
-// server with the back-end connecting to it (xvswitch's client mode), two
+// server with the back-end connecting to it (xvswitch's client mode), QEMU
+// as a client started before its back-end (reconnect=1), two
 // queue pairs on two vCPUs, mrg_rxbuf, indirect_desc and event_idx off, and
 // a 9000-byte MTU. The guest must negotiate exactly that and still move a
 // jumbo ping and a TCP stream between its namespaces across the back-end.
@@ -20,21 +21,14 @@ func TestGuestVhostVariants(t *testing.T) {
 	EnsureGuest(t)
 	dir := t.TempDir()
 	sock0, sock1 := filepath.Join(dir, "v0.sock"), filepath.Join(dir, "v1.sock")
-	tp := StartTestpmd(t, TestpmdConfig{
-		Name: "var",
-		Ports: []TestpmdPort{
-			{Kind: VhostUser, Path: sock0, Queues: 2, Client: true},
-			{Kind: VhostUser, Path: sock1, Queues: 2},
-		},
-		Mode: "io",
-	})
 	nic := func(sock string) GuestNIC {
 		return GuestNIC{Socket: sock, Packed: true, Queues: 2, MTU: 9000,
 			MrgRxbuf: ToggleOff, IndirectDesc: ToggleOff, EventIdx: ToggleOff}
 	}
 	n0, n1 := nic(sock0), nic(sock1)
 	n0.Server, n0.Addr = true, "10.67.0.1/24"
-	n1.Addr, n1.Netns = "10.67.0.2/24", "far"
+	// NIC 1 is a client that retries: QEMU starts before its back-end.
+	n1.Reconnect, n1.Addr, n1.Netns = 1, "10.67.0.2/24", "far"
 	cfg := GuestConfig{
 		NICs: []GuestNIC{n0, n1},
 		Commands: []GuestCommand{
@@ -45,7 +39,16 @@ func TestGuestVhostVariants(t *testing.T) {
 		},
 		Timeout: 120 * time.Second,
 	}
-	r := StartGuest(t, cfg).Wait()
+	g := StartGuest(t, cfg)
+	tp := StartTestpmd(t, TestpmdConfig{
+		Name: "var",
+		Ports: []TestpmdPort{
+			{Kind: VhostUser, Path: sock0, Queues: 2, Client: true},
+			{Kind: VhostUser, Path: sock1, Queues: 2},
+		},
+		Mode: "io",
+	})
+	r := g.Wait()
 	fwd, err := tp.Stop()
 	if err != nil {
 		t.Errorf("back-end: %v", err)
