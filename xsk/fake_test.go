@@ -109,8 +109,19 @@ func TestFakeRXPath(t *testing.T) {
 		unix.XDPDesc{Addr: fills[2] + off, Len: 2048*64 + 100}, // runs off the UMEM
 		unix.XDPDesc{Addr: fills[3] + off, Len: 0},             // empty
 	)
+	if !s.RXReady() || s.FillNeedsWakeup() {
+		t.Fatal("RXReady false with 5 descriptors published, or wakeup flag invented")
+	}
+	s.fill.flags.Store(unix.XDP_RING_NEED_WAKEUP)
+	if !s.FillNeedsWakeup() {
+		t.Fatal("fill need_wakeup not seen")
+	}
+	s.fill.flags.Store(0)
 	var descs [MaxBurst]Desc
 	n := s.Receive(descs[:])
+	if s.RXReady() {
+		t.Fatal("RXReady true after taking everything")
+	}
 	if n != 2 || descs[0] != (Desc{fills[0] + off, 60}) || descs[1] != (Desc{fills[1] + off, 1500}) {
 		t.Fatalf("received %d: %+v", n, descs[:n])
 	}

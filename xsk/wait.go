@@ -38,3 +38,24 @@ func (s *Socket) Wait(timeout time.Duration) (bool, error) {
 	}
 	return n > 0 && s.pollFDs[0].Revents&(ev|unix.POLLERR) != 0, nil
 }
+
+// RXReady reports whether received frames are waiting, without taking
+// them. The idle protocol: after arming (deciding to sleep), check RXReady
+// once more before sleeping, or a frame that arrived in between waits for
+// the next one.
+func (s *Socket) RXReady() bool {
+	return s.rx != nil && s.rx.avail(1) > 0
+}
+
+// FillNeedsWakeup reports the fill ring's need_wakeup flag: the driver
+// sleeps and Receive (recvfrom) or poll must wake it. Copy mode never sets
+// it.
+func (s *Socket) FillNeedsWakeup() bool {
+	return s.wakeup && s.fill != nil && s.fill.needWakeup()
+}
+
+// TXNeedsWakeup reports whether a TX kick is needed for submitted frames to
+// move (always in copy mode, and without need_wakeup).
+func (s *Socket) TXNeedsWakeup() bool {
+	return s.tx != nil && s.needsKick()
+}
