@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -92,7 +93,11 @@ func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
 	// stdbuf: testpmd's stdout is block-buffered into a pipe, which would
 	// hold statistics back for kilobytes.
 	tp.cmd = exec.Command("stdbuf", append([]string{"-oL", "-eL", "dpdk-testpmd"}, args...)...)
-	tp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a test binary that dies (a -timeout panic, a kill) must
+	// not leave busy-polling testpmds behind on a 2-CPU machine. It fires
+	// when the forking thread exits, so Start and Wait run on one locked
+	// thread below.
+	tp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -104,15 +109,23 @@ func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
 		}
 	}
 	fmt.Fprintf(logf, "# dpdk-testpmd %s\n", strings.Join(args, " "))
-	if err := tp.cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := tp.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		tp.exitErr = tp.cmd.Wait()
+		close(tp.exited)
+	}()
+	if err := <-started; err != nil {
 		t.Fatalf("%v: start: %v", ErrTestpmd, err)
 	}
 	pw.Close()
 	go tp.read(pr, logf)
-	go func() {
-		tp.exitErr = tp.cmd.Wait()
-		close(tp.exited)
-	}()
 	t.Cleanup(func() {
 		if _, err := tp.Stop(); err != nil {
 			t.Logf("testpmd %s: %v", cfg.Name, err)
@@ -142,6 +155,7 @@ func (tp *Testpmd) read(r io.ReadCloser, logf *os.File) {
 	defer logf.Close()
 	p := &statsParser{
 		onPort: func(port int, s PortStats) {
+			s.At = time.Now()
 			tp.stats[port] = s
 			tp.rounds++
 		},

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // This file parses testpmd's two kinds of statistics from its output, one
@@ -45,6 +46,9 @@ type PortStats struct {
 	TxPackets, TxErrors, TxBytes                     uint64
 	// RxPPS, TxPPS are testpmd's rates since the previous block.
 	RxPPS, TxPPS uint64
+	// At is when the harness read the block: compute rates from two
+	// blocks' counters and At (the period is not exact on a busy CPU).
+	At time.Time
 }
 
 // FwdPortStats is one port's (or the total's) final forward statistics.
