@@ -69,6 +69,7 @@ type Steering struct {
 	link    link.Link
 	lockFD  int
 	sockets map[uint32]int // our record of the XSKMAP: the kernel won't tell
+	tracker *tracker       // the running TrackHostAddrs, if any
 }
 
 // Attach loads a fresh instance of the steering program and its maps,
@@ -76,6 +77,10 @@ type Steering struct {
 // PinRoot/<ifname>/. Pins left there by a crashed run are detached and
 // replaced (and logged); an interface a live process (this one included)
 // has attached to gives ErrBusy.
+//
+// The host address maps start empty and Attach does not fill them: call
+// TrackHostAddrs (or SetHostAddrs) right after, before steering broadcast
+// and multicast takes the host's address resolution away.
 func Attach(ifname string, o Options) (*Steering, error) {
 	log := o.Logger
 	if log == nil {
@@ -185,6 +190,8 @@ func (s *Steering) pinAll() error {
 		{steerMapMacs, s.objs.Macs.Pin},
 		{steerMapConfig, s.objs.Config.Pin},
 		{steerMapCounters, s.objs.Counters.Pin},
+		{steerMapHostV4, s.objs.HostV4.Pin},
+		{steerMapHostV6, s.objs.HostV6.Pin},
 	}
 	for _, p := range pins {
 		if err := p.pin(filepath.Join(s.dir, p.name)); err != nil {
@@ -194,16 +201,24 @@ func (s *Steering) pinAll() error {
 	return nil
 }
 
-// Close detaches the program, removes the pins and the interface's pin
-// directory, and closes the maps (which empties the XSKMAP; the sockets
-// themselves are the caller's). Closing twice is a no-op.
+// Close stops TrackHostAddrs, detaches the program, removes the pins and
+// the interface's pin directory, and closes the maps (which empties the
+// XSKMAP; the sockets themselves are the caller's). Closing twice is a
+// no-op.
 func (s *Steering) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
+	t := s.tracker
+	s.mu.Unlock()
+	// Outside the lock: the tracker takes it to write the maps (and then
+	// finds them closed).
+	stopTracking(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	err := s.teardown()
 	s.log.Info("bpf: steering detached", "ifname", s.ifname)
 	return err
@@ -223,7 +238,7 @@ func (s *Steering) teardown() error {
 		s.link = nil
 	}
 	if s.objs.XvsSteer != nil { // LoadAndAssign sets all objects or none
-		for _, p := range []interface{ Unpin() error }{s.objs.XvsSteer, s.objs.Xsks, s.objs.Macs, s.objs.Config, s.objs.Counters} {
+		for _, p := range []interface{ Unpin() error }{s.objs.XvsSteer, s.objs.Xsks, s.objs.Macs, s.objs.Config, s.objs.Counters, s.objs.HostV4, s.objs.HostV6} {
 			_ = p.Unpin()
 		}
 		_ = s.objs.Close()

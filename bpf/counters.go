@@ -2,10 +2,10 @@ package bpf
 
 // Counters are the program's per-verdict frame counts for one interface,
 // summed over CPUs. Each frame the program sees adds one to exactly one of
-// the first five fields (see Total); SteeredBroadcast and SteeredMulticast
+// the first seven fields (see Total); SteeredBroadcast and SteeredMulticast
 // break down the steered ones (Redirected + NoSocketPassed +
-// BadQueuePassed). Field names match the C struct xvs_counters', which
-// bpftool prints in snake case.
+// BadQueuePassed). Field names match the C struct xvs_counters' (up to the
+// case of initialisms), which bpftool prints in snake case.
 type Counters struct {
 	// Redirected: steered, and the rx queue's XSKMAP slot held a socket.
 	// A frame can still be lost inside the socket (RX ring full); the
@@ -22,6 +22,13 @@ type Counters struct {
 	// ShortPassed: shorter than an Ethernet header: passed (the kernel
 	// drops it).
 	ShortPassed uint64
+	// HostARPPassed: a broadcast or multicast ARP packet the MAC policy
+	// would have steered, passed instead because its target protocol
+	// address is one of the host's (SetHostAddrs, TrackHostAddrs).
+	HostARPPassed uint64
+	// HostNDPassed: likewise an IPv6 Neighbor Solicitation whose target
+	// is one of the host's addresses.
+	HostNDPassed uint64
 	// SteeredBroadcast and SteeredMulticast: of the steered frames, those
 	// to the broadcast address and to other group addresses.
 	SteeredBroadcast uint64
@@ -30,13 +37,20 @@ type Counters struct {
 
 // Total is the number of frames the program has seen.
 func (c Counters) Total() uint64 {
-	return c.Redirected + c.NoSocketPassed + c.BadQueuePassed + c.NotOwnedPassed + c.ShortPassed
+	return c.Redirected + c.NoSocketPassed + c.BadQueuePassed + c.NotOwnedPassed + c.ShortPassed +
+		c.HostARPPassed + c.HostNDPassed
 }
 
 // Steered is the number of frames the policy gave to the switch, whether or
 // not a socket took them.
 func (c Counters) Steered() uint64 {
 	return c.Redirected + c.NoSocketPassed + c.BadQueuePassed
+}
+
+// HostPassed is the number of group frames passed to the kernel because
+// they resolve one of the host's addresses.
+func (c Counters) HostPassed() uint64 {
+	return c.HostARPPassed + c.HostNDPassed
 }
 
 // Sub returns c - old, field by field: the frames counted since old was read.
@@ -47,6 +61,8 @@ func (c Counters) Sub(old Counters) Counters {
 		BadQueuePassed:   c.BadQueuePassed - old.BadQueuePassed,
 		NotOwnedPassed:   c.NotOwnedPassed - old.NotOwnedPassed,
 		ShortPassed:      c.ShortPassed - old.ShortPassed,
+		HostARPPassed:    c.HostARPPassed - old.HostARPPassed,
+		HostNDPassed:     c.HostNDPassed - old.HostNDPassed,
 		SteeredBroadcast: c.SteeredBroadcast - old.SteeredBroadcast,
 		SteeredMulticast: c.SteeredMulticast - old.SteeredMulticast,
 	}
@@ -61,6 +77,8 @@ func sumCounters(perCPU []steerXvsCounters) Counters {
 		s.BadQueuePassed += v.BadQueuePassed
 		s.NotOwnedPassed += v.NotOwnedPassed
 		s.ShortPassed += v.ShortPassed
+		s.HostARPPassed += v.HostArpPassed
+		s.HostNDPassed += v.HostNdPassed
 		s.SteeredBroadcast += v.SteeredBroadcast
 		s.SteeredMulticast += v.SteeredMulticast
 	}

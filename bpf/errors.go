@@ -33,6 +33,13 @@ var (
 	ErrSocket = errors.New("bpf: cannot put socket in XSKMAP")
 	// ErrNoSocket: RemoveSocket of a queue whose slot we never filled.
 	ErrNoSocket = errors.New("bpf: no socket in queue slot")
+	// ErrHostAddr: not an address of a host (wrong length, unspecified or
+	// multicast).
+	ErrHostAddr = errors.New("bpf: invalid host address")
+	// ErrHostAddrMapFull: more than MaxHostAddrs addresses of one family.
+	ErrHostAddrMapFull = errors.New("bpf: host address map full")
+	// ErrTracking: TrackHostAddrs while an earlier call still tracks.
+	ErrTracking = errors.New("bpf: host addresses already tracked")
 	// ErrClosed: the Steering was closed.
 	ErrClosed = errors.New("bpf: steering closed")
 )

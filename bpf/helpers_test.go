@@ -161,7 +161,8 @@ func (l *lab) waitFor(t *testing.T, base Counters, what string, ok func(Counters
 func reached(d, w Counters) bool {
 	return d.Redirected >= w.Redirected && d.NoSocketPassed >= w.NoSocketPassed &&
 		d.BadQueuePassed >= w.BadQueuePassed && d.NotOwnedPassed >= w.NotOwnedPassed &&
-		d.ShortPassed >= w.ShortPassed && d.SteeredBroadcast >= w.SteeredBroadcast &&
+		d.ShortPassed >= w.ShortPassed && d.HostARPPassed >= w.HostARPPassed &&
+		d.HostNDPassed >= w.HostNDPassed && d.SteeredBroadcast >= w.SteeredBroadcast &&
 		d.SteeredMulticast >= w.SteeredMulticast
 }
 

@@ -9,22 +9,30 @@
  * the kernel, so the host keeps using the same NIC. What the switch owns is
  * the interface's policy in `config`: nothing, everything, or frames whose
  * destination MAC is one of the VMs' (the hash map `macs`) plus, if asked,
- * broadcast and multicast. Every frame is counted exactly once by verdict
+ * broadcast and multicast. Group frames the host needs to stay reachable on
+ * the NIC are the host's even then: in the MAC mode, an ARP packet or an
+ * IPv6 Neighbor Solicitation whose target is one of the host's own
+ * addresses (`host_v4`, `host_v6`) is passed to the kernel (XDP cannot
+ * give one frame to both). Every frame is counted exactly once by verdict
  * in the per-CPU `counters`:
  *
  *   frames = redirected + no_socket_passed + bad_queue_passed
  *          + not_owned_passed + short_passed
+ *          + host_arp_passed + host_nd_passed
  *
  * All names (program, maps, struct fields) are stable: the Go loader, the
  * pins under /sys/fs/bpf/xvswitch/<ifname>/ and bpftool dumps use them.
  */
 #include "xvs_kernel.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 
 /* Slots of the XSKMAP: rx queues beyond it are never steered. */
 #define XVS_MAX_QUEUES 256
 /* VM MACs one interface can steer. */
 #define XVS_MAX_MACS 4096
+/* Host addresses per family one interface can protect. */
+#define XVS_MAX_HOST_ADDRS 256
 
 enum xvs_mode {
 	XVS_MODE_NONE = 0, /* steer nothing: every frame to the kernel */
@@ -52,6 +60,24 @@ struct xvs_mac_owner {
 	__u32 port;
 };
 
+/* Keys of `host_v4` and `host_v6`: one of the host's addresses, in network
+ * order. Byte arrays, so bpftool prints them byte by byte, not as one
+ * byte-swapped number. */
+struct xvs_ip4 {
+	__u8 addr[4];
+};
+
+struct xvs_ip6 {
+	__u8 addr[16];
+};
+
+/* Value of `host_v4` and `host_v6`: the interface the address is
+ * configured on, for people reading a bpftool dump (the program only
+ * tests presence). */
+struct xvs_host_addr {
+	__u32 ifindex;
+};
+
 /* Per-verdict frame counts, one copy per CPU (summed by the loader). */
 struct xvs_counters {
 	/* Steered, and the rx queue's slot holds a socket. Delivery can still
@@ -66,6 +92,12 @@ struct xvs_counters {
 	__u64 not_owned_passed;
 	/* Shorter than an Ethernet header: passed (the kernel drops it). */
 	__u64 short_passed;
+	/* Group frames the policy would steer, passed because they are the
+	 * host's: an ARP packet whose target protocol address is in
+	 * `host_v4`, an ICMPv6 Neighbor Solicitation whose target is in
+	 * `host_v6`. */
+	__u64 host_arp_passed;
+	__u64 host_nd_passed;
 	/* Of the steered frames, how many were broadcast / other multicast. */
 	__u64 steered_broadcast;
 	__u64 steered_multicast;
@@ -91,6 +123,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct xvs_config);
 } config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XVS_MAX_HOST_ADDRS);
+	__type(key, struct xvs_ip4);
+	__type(value, struct xvs_host_addr);
+} host_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XVS_MAX_HOST_ADDRS);
+	__type(key, struct xvs_ip6);
+	__type(value, struct xvs_host_addr);
+} host_v6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -123,6 +169,61 @@ static __always_inline int owned(const struct xvs_config *cfg, const __u8 *dst,
 	return bpf_map_lookup_elem(&macs, &key) != 0;
 }
 
+enum xvs_host_frame {
+	XVS_NOT_HOST = 0,
+	XVS_HOST_ARP = 1, /* ARP with a target protocol address of the host's */
+	XVS_HOST_ND = 2,  /* Neighbor Solicitation for a target of the host's */
+};
+
+/* Whether a group frame is address resolution for one of the host's own
+ * addresses, which the kernel must see to answer (or, for probes and
+ * duplicate address detection, to defend the address). Matching is on the
+ * target alone, whatever the ARP opcode: a peer's gratuitous ARP or
+ * unsolicited broadcast reply names the peer's address as target and stays
+ * with the switch, whose VMs need it as much as the host; one naming the
+ * host's address is a conflict the host must see. Behind at most one
+ * 802.1Q tag (the VLAN is not matched: addresses are per interface).
+ * The caller has checked that an Ethernet header is there. */
+static __always_inline enum xvs_host_frame host_frame(void *data, void *data_end)
+{
+	const struct ethhdr *eth = data;
+	void *l3 = data + ETH_HLEN;
+	__be16 proto = eth->h_proto;
+
+	if (proto == bpf_htons(ETH_P_8021Q)) {
+		const struct vlan_hdr *vh = l3;
+		if ((void *)(vh + 1) > data_end)
+			return XVS_NOT_HOST;
+		proto = vh->h_vlan_encapsulated_proto;
+		l3 = (void *)(vh + 1);
+	}
+	if (proto == bpf_htons(ETH_P_ARP)) {
+		const struct xvs_arp_eth *arp = l3;
+		if ((void *)(arp + 1) > data_end)
+			return XVS_NOT_HOST;
+		if (arp->ar_pro != bpf_htons(ETH_P_IP) || arp->ar_hln != ETH_ALEN || arp->ar_pln != 4)
+			return XVS_NOT_HOST;
+		/* The key is read straight from the packet: bounds checked above. */
+		if (bpf_map_lookup_elem(&host_v4, arp->ar_tip))
+			return XVS_HOST_ARP;
+		return XVS_NOT_HOST;
+	}
+	if (proto == bpf_htons(ETH_P_IPV6)) {
+		/* Only an NS right after the fixed header: the kernel's own
+		 * NS carry no extension headers. */
+		const struct xvs_ipv6hdr *ip6 = l3;
+		const struct xvs_nd_solicit *ns = (const void *)(ip6 + 1);
+		if ((void *)(ns + 1) > data_end)
+			return XVS_NOT_HOST;
+		if (ip6->nexthdr != IPPROTO_ICMPV6 || ns->type != NDISC_NEIGHBOUR_SOLICITATION || ns->code != 0)
+			return XVS_NOT_HOST;
+		if (bpf_map_lookup_elem(&host_v6, ns->target))
+			return XVS_HOST_ND;
+		return XVS_NOT_HOST;
+	}
+	return XVS_NOT_HOST;
+}
+
 SEC("xdp")
 int xvs_steer(struct xdp_md *ctx)
 {
@@ -144,6 +245,20 @@ int xvs_steer(struct xdp_md *ctx)
 	if (!owned(cfg, eth->h_dest, &bcast, &mcast)) {
 		c->not_owned_passed++;
 		return XDP_PASS;
+	}
+	/* Only group frames the MAC policy steers pay for this: unicast to a
+	 * VM adds one test of a register. In ModeAll the NIC is the switch's,
+	 * the host's address resolution included. */
+	if ((bcast | mcast) && cfg->mode == XVS_MODE_MAC) {
+		enum xvs_host_frame h = host_frame(data, data_end);
+		if (h == XVS_HOST_ARP) {
+			c->host_arp_passed++;
+			return XDP_PASS;
+		}
+		if (h == XVS_HOST_ND) {
+			c->host_nd_passed++;
+			return XDP_PASS;
+		}
 	}
 	if (bcast)
 		c->steered_broadcast++;

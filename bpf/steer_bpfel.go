@@ -28,8 +28,25 @@ type steerXvsCounters struct {
 	BadQueuePassed   uint64
 	NotOwnedPassed   uint64
 	ShortPassed      uint64
+	HostArpPassed    uint64
+	HostNdPassed     uint64
 	SteeredBroadcast uint64
 	SteeredMulticast uint64
+}
+
+type steerXvsHostAddr struct {
+	_       structs.HostLayout
+	Ifindex uint32
+}
+
+type steerXvsIp4 struct {
+	_    structs.HostLayout
+	Addr [4]uint8
+}
+
+type steerXvsIp6 struct {
+	_    structs.HostLayout
+	Addr [16]uint8
 }
 
 type steerXvsMac struct {
@@ -57,6 +74,8 @@ const (
 const (
 	steerMapConfig    = "config"
 	steerMapCounters  = "counters"
+	steerMapHostV4    = "host_v4"
+	steerMapHostV6    = "host_v6"
 	steerMapMacs      = "macs"
 	steerMapXsks      = "xsks"
 	steerProgXvsSteer = "xvs_steer"
@@ -113,6 +132,8 @@ type steerProgramSpecs struct {
 type steerMapSpecs struct {
 	Config   *ebpf.MapSpec `ebpf:"config"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
+	HostV4   *ebpf.MapSpec `ebpf:"host_v4"`
+	HostV6   *ebpf.MapSpec `ebpf:"host_v6"`
 	Macs     *ebpf.MapSpec `ebpf:"macs"`
 	Xsks     *ebpf.MapSpec `ebpf:"xsks"`
 }
@@ -145,6 +166,8 @@ func (o *steerObjects) Close() error {
 type steerMaps struct {
 	Config   *ebpf.Map `ebpf:"config"`
 	Counters *ebpf.Map `ebpf:"counters"`
+	HostV4   *ebpf.Map `ebpf:"host_v4"`
+	HostV6   *ebpf.Map `ebpf:"host_v6"`
 	Macs     *ebpf.Map `ebpf:"macs"`
 	Xsks     *ebpf.Map `ebpf:"xsks"`
 }
@@ -153,6 +176,8 @@ func (m *steerMaps) Close() error {
 	return _SteerClose(
 		m.Config,
 		m.Counters,
+		m.HostV4,
+		m.HostV6,
 		m.Macs,
 		m.Xsks,
 	)

@@ -4,13 +4,16 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
 )
 
-// Counters must mirror the C struct field for field, or sumCounters and the
-// bpftool names drift apart from the Go names.
+// Counters must mirror the C struct field for field (up to the case of
+// initialisms), or sumCounters and the bpftool names drift apart from the
+// Go names.
 func TestCountersMirrorC(t *testing.T) {
 	ct := reflect.TypeOf(steerXvsCounters{})
 	gt := reflect.TypeOf(Counters{})
@@ -24,7 +27,7 @@ func TestCountersMirrorC(t *testing.T) {
 	for i := range gt.NumField() {
 		gNames = append(gNames, gt.Field(i).Name)
 	}
-	if !reflect.DeepEqual(cNames, gNames) {
+	if !slices.EqualFunc(cNames, gNames, strings.EqualFold) {
 		t.Fatalf("C struct xvs_counters fields %v, Go Counters fields %v", cNames, gNames)
 	}
 	// Every field is summed: give CPU i the value i+1 in field i.
@@ -46,9 +49,10 @@ func TestCountersMirrorC(t *testing.T) {
 }
 
 func TestCountersArithmetic(t *testing.T) {
-	a := Counters{Redirected: 5, NoSocketPassed: 4, BadQueuePassed: 3, NotOwnedPassed: 2, ShortPassed: 1, SteeredBroadcast: 6, SteeredMulticast: 7}
-	if a.Total() != 15 || a.Steered() != 12 {
-		t.Fatalf("Total %d Steered %d, want 15 12", a.Total(), a.Steered())
+	a := Counters{Redirected: 5, NoSocketPassed: 4, BadQueuePassed: 3, NotOwnedPassed: 2, ShortPassed: 1,
+		HostARPPassed: 8, HostNDPassed: 9, SteeredBroadcast: 6, SteeredMulticast: 7}
+	if a.Total() != 32 || a.Steered() != 12 || a.HostPassed() != 17 {
+		t.Fatalf("Total %d Steered %d HostPassed %d, want 32 12 17", a.Total(), a.Steered(), a.HostPassed())
 	}
 	if d := a.Sub(a); d != (Counters{}) {
 		t.Fatalf("a-a = %+v", d)
@@ -74,6 +78,8 @@ func TestSpecMatchesConstants(t *testing.T) {
 		steerMapMacs:     {ebpf.Hash, MaxMACs},
 		steerMapConfig:   {ebpf.Array, 1},
 		steerMapCounters: {ebpf.PerCPUArray, 1},
+		steerMapHostV4:   {ebpf.Hash, MaxHostAddrs},
+		steerMapHostV6:   {ebpf.Hash, MaxHostAddrs},
 	}
 	if len(spec.Maps) != len(want) {
 		t.Errorf("spec has maps %v", spec.Maps)

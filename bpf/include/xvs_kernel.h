@@ -3,8 +3,9 @@
  * The few kernel UAPI types and constants the steering program needs,
  * written out by hand instead of a 2.8 MB vmlinux.h or <linux/bpf.h>
  * (which, compiled for -target bpf, drags in <asm/types.h> from a multiarch
- * folder clang does not search). Values are those of include/uapi/linux/bpf.h
- * and if_ether.h; they are ABI and never change.
+ * folder clang does not search). Values are those of include/uapi/linux/bpf.h,
+ * if_ether.h and if_vlan.h, and the wire formats of the RFCs named below;
+ * they never change.
  */
 #ifndef XVS_KERNEL_H
 #define XVS_KERNEL_H
@@ -58,6 +59,56 @@ struct ethhdr {
 	__u8 h_dest[ETH_ALEN];
 	__u8 h_source[ETH_ALEN];
 	__be16 h_proto;
+} __attribute__((packed));
+
+/* Ethertypes (if_ether.h). */
+#define ETH_P_IP 0x0800
+#define ETH_P_ARP 0x0806
+#define ETH_P_8021Q 0x8100
+#define ETH_P_IPV6 0x86DD
+
+/* An 802.1Q tag, after the MAC addresses (if_vlan.h). */
+struct vlan_hdr {
+	__be16 h_vlan_TCI;
+	__be16 h_vlan_encapsulated_proto;
+} __attribute__((packed));
+
+/* Wire formats below are not UAPI structs but the RFCs' layouts. */
+
+/* An ARP packet for IPv4 over Ethernet (RFC 826): struct arphdr of
+ * if_arp.h followed by the addresses it sizes (hln 6, pln 4). */
+struct xvs_arp_eth {
+	__be16 ar_hrd;
+	__be16 ar_pro;
+	__u8 ar_hln;
+	__u8 ar_pln;
+	__be16 ar_op;
+	__u8 ar_sha[ETH_ALEN];
+	__u8 ar_sip[4];
+	__u8 ar_tha[ETH_ALEN];
+	__u8 ar_tip[4];
+} __attribute__((packed));
+
+/* The fixed IPv6 header (RFC 8200; struct ipv6hdr of ipv6.h). */
+struct xvs_ipv6hdr {
+	__u8 ver_tc_flow[4];
+	__be16 payload_len;
+	__u8 nexthdr;
+	__u8 hop_limit;
+	__u8 saddr[16];
+	__u8 daddr[16];
+} __attribute__((packed));
+
+#define IPPROTO_ICMPV6 58
+#define NDISC_NEIGHBOUR_SOLICITATION 135
+
+/* An ICMPv6 Neighbor Solicitation up to its target (RFC 4861 4.3). */
+struct xvs_nd_solicit {
+	__u8 type;
+	__u8 code;
+	__be16 cksum;
+	__be32 reserved;
+	__u8 target[16];
 } __attribute__((packed));
 
 #endif /* XVS_KERNEL_H */
