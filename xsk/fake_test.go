@@ -220,8 +220,18 @@ func TestFakeTXPath(t *testing.T) {
 
 	// Zero-copy forwarding of a frame the caller holds.
 	a, _ := s.AllocFrame()
-	if n, err := s.TransmitDescs([]Desc{{Addr: a + 13, Len: 64}, {Addr: 1 << 40, Len: 64}}); n != 2 || err != nil {
+	bad := []Desc{
+		{Addr: 1 << 40, Len: 64},      // outside the UMEM
+		{Addr: a + 2000, Len: 100},    // crosses a chunk (aligned mode)
+		{Addr: a, Len: 0},             // empty
+		{Addr: a, Len: 4096},          // longer than a frame
+		{Addr: 64*2048 - 10, Len: 20}, // runs off the end
+	}
+	if n, err := s.TransmitDescs(append([]Desc{{Addr: a + 13, Len: 64}}, bad...)); n != 6 || err != nil {
 		t.Fatalf("TransmitDescs: %d %v", n, err)
+	}
+	if c := s.Counters(); c.TXBadDescs != uint64(len(bad)) {
+		t.Fatalf("TXBadDescs %d, want %d", c.TXBadDescs, len(bad))
 	}
 	if d := kernelTX(s); len(d) != 1 || d[0].Addr != a+13 {
 		t.Fatalf("kernel saw %+v", d)

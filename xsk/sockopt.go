@@ -102,6 +102,7 @@ type Counters struct {
 	TXNoSlots       uint64 // frames a TX burst could not place: TX ring full
 	TXNoFrames      uint64 // frames a TX burst could not place: no free frame
 	TXTooLong       uint64 // frames longer than a UMEM frame (dropped)
+	TXBadDescs      uint64 // TransmitDescs descriptors the kernel would refuse (dropped)
 	Kicks           uint64 // sendto calls
 	KickTransient   uint64 // sendto/recvfrom answered EAGAIN/EBUSY/ENOBUFS/ENETDOWN/EINTR
 	KickErrors      uint64 // other sendto/recvfrom errors

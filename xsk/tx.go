@@ -117,7 +117,10 @@ func (s *Socket) Transmit(frames [][]byte) (int, error) {
 // forwarding without a copy): ownership passes to the socket, and each
 // frame returns to this socket's stash when it completes. Only frames of
 // this socket's own share of the UMEM come back (others are counted as
-// FreeRejected). It returns how many it took.
+// FreeRejected). Descriptors the kernel would refuse (empty, longer than a
+// frame, outside the UMEM, across a chunk in aligned mode) are dropped and
+// counted in TXBadDescs, and their frames stay the caller's. It returns how
+// many descriptors it took (sent or dropped).
 func (s *Socket) TransmitDescs(descs []Desc) (int, error) {
 	if s.tx == nil {
 		return 0, ErrNoRing
@@ -130,12 +133,11 @@ func (s *Socket) TransmitDescs(descs []Desc) (int, error) {
 	if got < uint32(len(descs)) {
 		s.counters.TXNoSlots += uint64(uint32(len(descs)) - got)
 	}
-	mem := uint64(len(s.umem.mem))
 	keep := uint32(0)
 	for i := range got {
 		d := descs[i]
-		if d.Len == 0 || d.Addr >= mem || uint64(d.Len) > mem-d.Addr {
-			s.counters.TXTooLong++
+		if !s.validTXDesc(d) {
+			s.counters.TXBadDescs++
 			continue
 		}
 		*s.tx.slot(idx + keep) = unix.XDPDesc{Addr: d.Addr, Len: d.Len}
@@ -149,6 +151,23 @@ func (s *Socket) TransmitDescs(descs []Desc) (int, error) {
 	s.tx.submit()
 	s.counters.TXSubmitted += uint64(keep)
 	return int(got), s.kickIfNeeded()
+}
+
+// validTXDesc applies the kernel's own TX descriptor checks. A descriptor
+// the kernel refuses is counted in tx_invalid_descs and never completes,
+// which would make every later completion free the wrong frame.
+func (s *Socket) validTXDesc(d Desc) bool {
+	mem := uint64(len(s.umem.mem))
+	fs := uint64(s.umem.cfg.FrameSize)
+	switch {
+	case d.Len == 0 || uint64(d.Len) > fs:
+		return false
+	case d.Addr >= mem || uint64(d.Len) > mem-d.Addr:
+		return false
+	case !s.umem.cfg.Unaligned && d.Addr%fs+uint64(d.Len) > fs:
+		return false // aligned mode: must not cross a chunk
+	}
+	return true
 }
 
 // Complete reaps the completion ring, returning each completed frame (in
