@@ -10,6 +10,26 @@ import (
 	"time"
 )
 
+// A dpdk-testpmd peer for tests, e.g. a guest-side traffic source for a
+// vhost-user back-end under test (sock is the back-end's socket):
+//
+//	tp := test.StartTestpmd(t, test.TestpmdConfig{
+//		Name:  "guest",
+//		Ports: []test.TestpmdPort{{Kind: test.VirtioUser, Path: sock, Packed: true, MrgRxbuf: true}},
+//		Mode:  "txonly", FrameSize: 64, FwdCPUs: []int{0},
+//		Interactive: true, StatsPeriod: 200 * time.Millisecond,
+//	})
+//	tp.Cmd("start")
+//	... wait for the back-end's counters ...
+//	fwd, _ := tp.StopForwarding(10 * time.Second) // fwd.Ports[0].TxPackets left the ring
+//
+// Non-interactive instances start forwarding at once and print statistics
+// every second; interactive ones wait for "start" (or "start tx_first N"
+// for closed loops), are polled with "show port stats all", and stop
+// without the ~1 s lag of SIGINT (which testpmd only notices in its
+// once-a-second statistics loop). Prefer interactive senders when counting
+// exactly: see sendAndCount in testpmd_test.go.
+//
 // This file describes a dpdk-testpmd peer and turns the description into a
 // command line. Starting, reading and stopping the process is in
 // testpmd_proc.go; parsing its statistics is in testpmd_stats.go.

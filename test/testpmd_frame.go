@@ -26,8 +26,15 @@ import (
 //	               (all of ours) it is zeros, but don't rely on it
 //
 // Every frame of a run is identical (no sequence number; --txonly-multi-flow
-// would vary the source IP). The virtio-net header in front of it on a
-// vhost ring is all zeros (no offloads requested).
+// would vary the source IP).
+//
+// On a vhost-user ring the frame follows a 12-byte virtio-net header
+// (virtio-user always negotiates VERSION_1). From a virtio-user sender it
+// is all zeros (testpmd asks for no offloads). A vhost sender writes zeros
+// too, except num_buffers (bytes 10-11, little-endian), which it sets to
+// the number of buffers the frame took (1 for a 64-byte frame). Don't assume a descriptor layout: virtio-user
+// puts header and frame in one descriptor when it can push the header into
+// the mbuf's headroom, and in separate ones otherwise.
 
 // TestpmdDefaultPeer is the destination MAC testpmd's txonly and mac modes
 // write for a port without --eth-peer.
