@@ -153,7 +153,10 @@ type TestpmdConfig struct {
 	// Interactive runs testpmd with -i and a pipe for Cmd: forwarding
 	// waits for a "start" (or "start tx_first N" for closed loops).
 	// Statistics are then fetched with "show port stats all" every
-	// StatsPeriod.
+	// StatsPeriod. Each "start" first reads and frees whatever waits in
+	// the RX queues (counted in port statistics, not in forward
+	// statistics): start receivers before senders, or pass --no-flush-rx
+	// in ExtraArgs.
 	Interactive bool
 	// StatsPeriod is how often port statistics are printed (default 1 s;
 	// testpmd's granularity is whole seconds).

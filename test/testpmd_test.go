@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -83,7 +84,8 @@ func TestTestpmdTxonlyFrameBytes(t *testing.T) {
 // serves both directions ("set fwd" between them) and statistics come
 // every 200 ms. The split variant also swaps who listens: the front-end is
 // the server (it blocks in probe until the back-end, a client, connects:
-// NoWait, then WaitReady).
+// NoWait, then WaitReady), and uses two queue pairs (one forwarding lcore
+// serves both), a 1024-entry ring and a chosen MAC.
 func TestTestpmdVhostPair(t *testing.T) {
 	requireTestpmd(t)
 	for _, tc := range []struct {
@@ -91,15 +93,17 @@ func TestTestpmdVhostPair(t *testing.T) {
 		packed, mrg, inOrder bool
 		frame                int
 		frontListens         bool
+		queues, ringSize     int
+		mac                  string
 	}{
-		{"packed", true, true, true, 64, false},
-		{"split-frontend-listens", false, false, false, 1024, true},
+		{"packed", true, true, true, 64, false, 1, 0, ""},
+		{"split-frontend-listens-2q", false, false, false, 1024, true, 2, 1024, "02:00:00:00:aa:01"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sock := filepath.Join(t.TempDir(), "vhost.sock")
 			backCfg := TestpmdConfig{
 				Name:        "back",
-				Ports:       []TestpmdPort{{Kind: VhostUser, Path: sock, Client: tc.frontListens}},
+				Ports:       []TestpmdPort{{Kind: VhostUser, Path: sock, Client: tc.frontListens, Queues: tc.queues}},
 				FrameSize:   tc.frame,
 				FwdCPUs:     []int{backCPU},
 				Interactive: true,
@@ -108,7 +112,8 @@ func TestTestpmdVhostPair(t *testing.T) {
 			frontCfg := TestpmdConfig{
 				Name: "front",
 				Ports: []TestpmdPort{{Kind: VirtioUser, Path: sock, Server: tc.frontListens,
-					Packed: tc.packed, MrgRxbuf: tc.mrg, InOrder: tc.inOrder}},
+					Packed: tc.packed, MrgRxbuf: tc.mrg, InOrder: tc.inOrder,
+					Queues: tc.queues, QueueSize: tc.ringSize, MAC: tc.mac}},
 				FrameSize:   tc.frame,
 				FwdCPUs:     []int{frontCPU},
 				Interactive: true,
@@ -126,7 +131,13 @@ func TestTestpmdVhostPair(t *testing.T) {
 				back = StartTestpmd(t, backCfg)
 				front = StartTestpmd(t, frontCfg)
 			}
+			if tc.mac != "" && front.MAC(0).String() != tc.mac {
+				t.Errorf("front-end MAC %v, want %s", front.MAC(0), tc.mac)
+			}
 			t.Run("virtio-user-to-vhost", func(t *testing.T) { sendAndCount(t, front, back, tc.frame) })
+			if err := front.WaitOutput(fmt.Sprintf("streams=%d", tc.queues), 5*time.Second); err != nil {
+				t.Errorf("want %d forwarding streams (one per queue): %v", tc.queues, err)
+			}
 			t.Run("vhost-to-virtio-user", func(t *testing.T) { sendAndCount(t, back, front, tc.frame) })
 		})
 	}
