@@ -28,7 +28,7 @@ guest:
 
 demo: deps-demo guest
 	@echo "==> demo: a QEMU guest with two vhost-user NICs, pinging across a DPDK testpmd back-end"
-	$(GO) test -count=1 -v -run '^TestReferenceDemo$$' ./test/
+	$(GO) test -count=1 -v -run '^TestQEMUReference$$' ./test/
 
 test: deps-test lint guest
 	@echo "==> go test ./... (root, namespaces, DPDK and QEMU tests included)"

@@ -51,7 +51,7 @@ func (f *fakePort) close() error {
 	return nil
 }
 
-func (f *fakePort) receive(fb *frameBurst) (int, error) {
+func (f *fakePort) receive(fb *frameBurst, _ *burstCounts) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := min(len(f.pending), MaxBurst)

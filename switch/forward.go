@@ -18,9 +18,10 @@ type forwarder struct {
 	fb      frameBurst
 	scratch [ethHeaderLen]byte
 	masks   []frameMask // per port index: the frames of this burst going there
-	// tc is the egress tally; it lives here, not on the stack, because
-	// passing a stack variable to an interface method makes it escape.
-	tc burstCounts
+	// rc and tc are the ingress and egress tallies; they live here, not on
+	// the stack, because passing a stack variable to an interface method
+	// makes it escape.
+	rc, tc burstCounts
 }
 
 // forward moves one burst from rb to its destinations and returns how many
@@ -28,8 +29,10 @@ type forwarder struct {
 // ingress (malformed, hairpin, no destination) on rb's counters, at egress
 // by the output queue.
 func (w *forwarder) forward(snap *snapshot, rb *rxBinding) (int, error) {
-	n, err := rb.q.receive(&w.fb)
+	rc := &w.rc
+	n, err := rb.q.receive(&w.fb, rc)
 	if n == 0 {
+		rc.flushRx(rb.stats)
 		return 0, err
 	}
 	in := rb.port
@@ -39,7 +42,6 @@ func (w *forwarder) forward(snap *snapshot, rb *rxBinding) (int, error) {
 	}
 	masks := w.masks[:len(ports)]
 	clear(masks)
-	var rc burstCounts
 	var flood frameMask
 	peer := int(in.peer.Load()) - 1
 	for i := 0; i < n; i++ {

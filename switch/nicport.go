@@ -169,7 +169,7 @@ func macBytes(k uint64) net.HardwareAddr {
 	return net.HardwareAddr{byte(k >> 40), byte(k >> 32), byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)}
 }
 
-func (q *nicQueue) receive(fb *frameBurst) (int, error) {
+func (q *nicQueue) receive(fb *frameBurst, _ *burstCounts) (int, error) {
 	q.mu.Lock()
 	n := q.sock.Receive(q.descs[:])
 	q.mu.Unlock()

@@ -6,9 +6,11 @@ import "sync"
 // polls it, so its methods need no locking. One call per burst.
 type rxQueue interface {
 	// receive fills fb with up to MaxBurst frames and returns how many.
-	// An error means the queue is broken (a guest broke its ring): the
-	// worker marks the port broken and stops polling it.
-	receive(fb *frameBurst) (int, error)
+	// Frames the queue itself rejects (a malformed guest chain, say) never
+	// reach fb: it counts them in c as received and dropped, so they do
+	// not disappear. An error means the queue broke: the worker tells the
+	// port's driver (fail).
+	receive(fb *frameBurst, c *burstCounts) (int, error)
 	// release returns the buffers of the frames last received (UMEM
 	// frames to the fill ring, guest chains to the guest as used), once
 	// every destination has copied them.
