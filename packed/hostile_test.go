@@ -180,6 +180,7 @@ func TestHostile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.size, tc.features, 8<<20)
 			tc.setup(e)
+			st, inflight := e.r.State(), e.r.InFlight()
 			n, err := e.r.Pop(&e.b, virtq.MaxBurst)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Pop: %v, want %v", err, tc.want)
@@ -192,6 +193,9 @@ func TestHostile(t *testing.T) {
 			t.Logf("Pop: %v", err)
 			if n != 0 || e.b.N != 0 {
 				t.Fatalf("failed Pop returned %d chains (burst holds %d)", n, e.b.N)
+			}
+			if e.r.State() != st || e.r.InFlight() != inflight {
+				t.Fatalf("failed Pop moved the ring from %#x (%d in flight) to %#x (%d)", st, inflight, e.r.State(), e.r.InFlight())
 			}
 			assertBroken(t, e)
 		})

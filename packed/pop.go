@@ -16,8 +16,9 @@ var errBurstFull = errors.New("packed: burst full")
 
 // Pop resets b and fills it with up to max (at most virtq.MaxBurst) chains
 // the driver made available, their buffers translated to host bytes. It
-// returns how many it popped. An error means the guest broke the ring: b is
-// left empty and the ring is broken from then on.
+// returns how many it popped. An error means the guest broke the ring: then
+// nothing is popped (b is empty, the ring state is as before the call) and
+// the ring is broken from then on.
 func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 	b.Reset()
 	if r.broken {
@@ -26,21 +27,20 @@ func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 	if max > virtq.MaxBurst {
 		max = virtq.MaxBurst
 	}
+	startIdx, startWrap := r.availIdx, r.availWrap
 	for b.N < max && !b.Full() {
 		off := int(r.availIdx) * descSize
 		// The acquire load of id|flags is what makes the rest of the
 		// descriptor (and the chain behind it) visible: the driver writes
 		// the head's flags last, with a barrier before.
 		w := guestmem.LoadAcquire32(r.desc, off+offIDFlags)
-		if uint16(w>>16)&(flagAvail|flagUsed) != availBits(r.availWrap) {
+		if uint16(w>>16)&(flagAvail|flagUsed) != r.availBits {
 			break
 		}
-		var err error
-		if uint16(w>>16)&(flagNext|flagIndirect) == 0 {
-			err = r.popOne(b, off, w)
-		} else {
-			err = r.popChain(b, w)
+		if uint16(w>>16)&(flagNext|flagIndirect) == 0 && r.popOne(b, off, w) {
+			continue
 		}
+		err := r.popChain(b, w)
 		if err == nil {
 			continue
 		}
@@ -50,29 +50,59 @@ func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 			}
 			err = fmt.Errorf("%w: its buffers need more than %d segments", virtq.ErrChainTooLong, virtq.MaxBurstSegs)
 		}
-		b.Reset()
-		return 0, r.fail(fmt.Errorf("packed: chain at descriptor %d (wrap %t): %w", r.availIdx, r.availWrap, err))
+		err = fmt.Errorf("packed: chain at descriptor %d (wrap %t): %w", r.availIdx, r.availWrap, err)
+		r.unpop(b, startIdx, startWrap)
+		return 0, r.fail(err)
 	}
 	return b.N, nil
 }
 
-// popOne pops a chain of one direct descriptor: the common case (every
-// frame of a guest that uses neither chaining nor indirect tables), kept
-// short.
-func (r *Ring) popOne(b *virtq.Burst, off int, w uint32) error {
+// unpop forgets the chains of a failed burst, so that the ring state is
+// what it was before it.
+func (r *Ring) unpop(b *virtq.Burst, idx uint16, wrap bool) {
+	for i := 0; i < b.N; i++ {
+		c := &b.Chains[i]
+		r.inflight[c.ID].descs = 0
+		r.slotsInFlight -= uint32(c.Descs)
+	}
+	r.nInFlight -= b.N
+	r.setAvail(idx, wrap)
+	b.Reset()
+}
+
+// popOne is the fast path for a chain of one direct descriptor, the common
+// case (every frame of a guest that uses neither chaining nor indirect
+// tables). It pops the chain and reports true when everything about it is
+// in order; otherwise it does nothing and popChain, which checks every case
+// and says what is wrong, takes over.
+func (r *Ring) popOne(b *virtq.Burst, off int, w uint32) bool {
 	d := r.desc[off : off+descSize]
-	addr := binary.LittleEndian.Uint64(d[offAddr:])
-	ln := binary.LittleEndian.Uint32(d[offLen:])
 	id := uint16(w)
-	if err := r.checkID(id); err != nil {
-		return err
+	ln := binary.LittleEndian.Uint32(d[offLen:])
+	if id >= r.size || ln == 0 || r.slotsInFlight >= uint32(r.size) {
+		return false
+	}
+	f := &r.inflight[id]
+	if f.descs != 0 {
+		return false
 	}
 	c := b.BeginChain()
-	if err := r.addBuf(b, c, addr, ln, uint16(w>>16)&flagWrite != 0); err != nil {
+	if !r.translate1(b, c, binary.LittleEndian.Uint64(d[offAddr:]), ln, uint16(w>>16)&flagWrite != 0) {
 		b.AbortChain(c)
-		return err
+		return false
 	}
-	return r.commit(b, c, id, 1)
+	c.ID, c.Descs = id, 1
+	b.CommitChain()
+	f.descs, f.writeLen = 1, c.WriteLen
+	if r.inOrder {
+		r.order[(r.orderHead+r.nInFlight)%len(r.order)] = id
+	}
+	r.nInFlight++
+	r.slotsInFlight++
+	if r.availIdx++; r.availIdx == r.size {
+		r.setAvail(0, !r.availWrap)
+	}
+	return true
 }
 
 // popChain pops a chain of several descriptors (NEXT) or one indirect
@@ -231,6 +261,6 @@ func (r *Ring) commit(b *virtq.Burst, c *virtq.Chain, id, slots uint16) error {
 	}
 	r.nInFlight++
 	r.slotsInFlight += uint32(slots)
-	r.availIdx, r.availWrap = r.advance(r.availIdx, r.availWrap, slots)
+	r.setAvail(r.advance(r.availIdx, r.availWrap, slots))
 	return nil
 }

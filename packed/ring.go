@@ -11,9 +11,10 @@ import (
 // like every ring it belongs to one goroutine at a time.
 type Ring struct {
 	mem  *guestmem.Memory
-	desc []byte // size descriptors, 16-byte aligned
-	drv  []byte // driver event suppression: read by us
-	dev  []byte // device event suppression: written by us
+	hint *guestmem.Region // region of the last buffer translated (translate.go)
+	desc []byte           // size descriptors, 16-byte aligned
+	drv  []byte           // driver event suppression: read by us
+	dev  []byte           // device event suppression: written by us
 	size uint16
 
 	indirect bool // INDIRECT_DESC negotiated
@@ -26,6 +27,7 @@ type Ring struct {
 	// Next descriptor to read and the driver wrap counter it must carry.
 	availIdx  uint16
 	availWrap bool
+	availBits uint16 // availBits(availWrap), what Pop compares flags with
 	// Next descriptor to overwrite with a used one, and our wrap counter.
 	usedIdx  uint16
 	usedWrap bool
@@ -92,21 +94,22 @@ func New(cfg virtq.Config) (*Ring, error) {
 		return nil, fmt.Errorf("%w: packed: base %#x has an index beyond size %d", virtq.ErrBadConfig, cfg.Base, cfg.Size)
 	}
 	r := &Ring{
-		mem:       cfg.Mem,
-		desc:      desc,
-		drv:       drv,
-		dev:       dev,
-		size:      cfg.Size,
-		indirect:  virtq.Has(cfg.Features, virtq.FeatureIndirectDesc),
-		eventIdx:  virtq.Has(cfg.Features, virtq.FeatureEventIdx),
-		inOrder:   virtq.Has(cfg.Features, virtq.FeatureInOrder),
-		availIdx:  availIdx,
-		availWrap: cfg.Base&wrapBit != 0,
-		usedIdx:   usedIdx,
-		usedWrap:  cfg.Base&(wrapBit<<16) != 0,
-		inflight:  make([]inflightBuf, cfg.Size),
-		kicks:     kicksUnknown,
+		mem:      cfg.Mem,
+		desc:     desc,
+		drv:      drv,
+		dev:      dev,
+		size:     cfg.Size,
+		indirect: virtq.Has(cfg.Features, virtq.FeatureIndirectDesc),
+		eventIdx: virtq.Has(cfg.Features, virtq.FeatureEventIdx),
+		inOrder:  virtq.Has(cfg.Features, virtq.FeatureInOrder),
+		usedIdx:  usedIdx,
+		usedWrap: cfg.Base&(wrapBit<<16) != 0,
+		inflight: make([]inflightBuf, cfg.Size),
+		kicks:    kicksUnknown,
 	}
+	r.setAvail(availIdx, cfg.Base&wrapBit != 0)
+	// The table has a region: the descriptor ring was found in one.
+	r.hint = &cfg.Mem.Regions()[0]
 	for _, reg := range cfg.Mem.Regions() {
 		r.maxLen += reg.Size
 	}
@@ -145,6 +148,11 @@ func (r *Ring) advance(idx uint16, wrap bool, n uint16) (uint16, bool) {
 		wrap = !wrap
 	}
 	return uint16(i), wrap
+}
+
+// setAvail sets the next descriptor to read and its driver wrap counter.
+func (r *Ring) setAvail(idx uint16, wrap bool) {
+	r.availIdx, r.availWrap, r.availBits = idx, wrap, availBits(wrap)
 }
 
 // fail marks the ring broken: a guest that broke the contract once is not
