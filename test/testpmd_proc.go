@@ -2,6 +2,8 @@ package test
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -71,7 +73,7 @@ func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
 	}
 	tp := &Testpmd{
 		t: t, cfg: cfg,
-		Prefix:    UniqueName("xvs" + cfg.Name),
+		Prefix:    filePrefix(cfg.Name),
 		stats:     map[int]PortStats{},
 		macs:      map[int]net.HardwareAddr{},
 		exited:    make(chan struct{}),
@@ -122,6 +124,9 @@ func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
 		close(tp.exited)
 	}()
 	if err := <-started; err != nil {
+		pr.Close()
+		pw.Close()
+		logf.Close()
 		t.Fatalf("%v: start: %v", ErrTestpmd, err)
 	}
 	pw.Close()
@@ -145,6 +150,22 @@ func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
 		}
 	}
 	return tp
+}
+
+// filePrefix returns a DPDK --file-prefix unique to one instance: EAL
+// keeps its runtime files in /var/run/dpdk/<prefix>, and two processes
+// with one prefix would take each other for primary and secondary.
+func filePrefix(name string) string {
+	clean := []byte("xvs-")
+	for i := 0; i < len(name) && i < 16; i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
+			clean = append(clean, c)
+		}
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return string(clean) + "-" + hex.EncodeToString(r[:])
 }
 
 // read copies testpmd's output to the log and feeds the parser. Lines are
@@ -269,7 +290,7 @@ func (tp *Testpmd) WaitReady(timeout time.Duration) error {
 	tp.ready = true
 	tp.mu.Unlock()
 	if failure != "" {
-		return fmt.Errorf("%w %s: %q; log %s:\n%s", ErrTestpmd, tp.cfg.Name, failure, tp.LogPath, tp.logExcerpt())
+		return fmt.Errorf("%w %s: %q (log %s)", ErrTestpmd, tp.cfg.Name, failure, tp.LogPath)
 	}
 	if n < len(tp.cfg.Ports) {
 		return fmt.Errorf("%w %s: %d of %d ports probed (see %s)", ErrTestpmd, tp.cfg.Name, n, len(tp.cfg.Ports), tp.LogPath)
@@ -300,8 +321,9 @@ func (tp *Testpmd) waitFor(timeout time.Duration, what string, cond func() bool)
 			if ok {
 				return nil
 			}
-			return fmt.Errorf("%w %s exited (%v) while waiting for %s; log %s:\n%s",
-				ErrTestpmd, tp.cfg.Name, tp.exitErr, what, tp.LogPath, tp.logExcerpt())
+			// The log is shown by the cleanup if the test fails.
+			return fmt.Errorf("%w %s exited (%v) while waiting for %s (log %s)",
+				ErrTestpmd, tp.cfg.Name, tp.exitErr, what, tp.LogPath)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
