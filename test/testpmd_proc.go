@@ -22,7 +22,6 @@ import (
 // Testpmd is a running dpdk-testpmd. Its output goes to LogPath (shown in
 // the test log when the test fails) and is parsed as it arrives.
 type Testpmd struct {
-	t   testing.TB
 	cfg TestpmdConfig
 
 	// LogPath is the file testpmd's stdout and stderr go to.
@@ -72,7 +71,7 @@ func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
 		t.Fatalf("%v", err)
 	}
 	tp := &Testpmd{
-		t: t, cfg: cfg,
+		cfg:       cfg,
 		Prefix:    filePrefix(cfg.Name),
 		stats:     map[int]PortStats{},
 		macs:      map[int]net.HardwareAddr{},
