@@ -221,8 +221,8 @@ func assertBroken(t *testing.T, e *env) {
 func TestPushNotInFlight(t *testing.T) {
 	for _, f := range []uint64{0, fInOrder} {
 		e := newEnv(t, 8, f, 1<<20)
-		a := mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}})
-		b := mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}})
+		mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}})
+		mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}})
 		if e.pop(32) != 2 {
 			t.Fatal("chains not popped")
 		}
@@ -233,8 +233,8 @@ func TestPushNotInFlight(t *testing.T) {
 
 		// Pushing the same id twice, and with IN_ORDER out of order.
 		e = newEnv(t, 8, f, 1<<20)
-		a = mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}})
-		b = mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}})
+		a := mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}})
+		b := mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}})
 		e.pop(32)
 		bad := []virtq.Used{{ID: a, Descs: 1}, {ID: a, Descs: 1}}
 		if f&fInOrder != 0 {

@@ -221,6 +221,9 @@ func (r *Ring) addBuf(b *virtq.Burst, c *virtq.Chain, addr uint64, ln uint32, wr
 	if uint64(total)+uint64(ln) > math.MaxUint32 {
 		return fmt.Errorf("%w: chain totals more than 4 GiB", virtq.ErrBadLength)
 	}
+	if r.translate1(b, c, addr, ln, write) {
+		return nil
+	}
 	segs, err := r.mem.AppendSegments(b.SegTail()[:0], addr, uint64(ln))
 	if err != nil {
 		if errors.Is(err, guestmem.ErrTooManySegments) {
