@@ -439,10 +439,17 @@ func (tp *Testpmd) Stop() (FwdStats, error) {
 
 func (tp *Testpmd) stop() (FwdStats, error) {
 	exited := func(d time.Duration) bool {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
 		select {
 		case <-tp.exited:
 			return true
-		case <-time.After(d):
+		default:
+		}
+		select {
+		case <-tp.exited:
+			return true
+		case <-timer.C:
 			return false
 		}
 	}
