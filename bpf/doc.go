@@ -6,7 +6,9 @@
 // switch owns, and passes everything else to the kernel, so the host keeps
 // using the same NIC. Which frames the switch owns is a per-interface
 // Policy: none, all, or those to the VMs' MACs (plus broadcast and multicast
-// if asked). Every frame is counted once by verdict in per-CPU Counters.
+// if asked, except ARP and IPv6 neighbour solicitations for the host's own
+// addresses, which TrackHostAddrs keeps in the program's maps). Every
+// frame is counted once by verdict in per-CPU Counters.
 //
 // Attach loads one instance per interface, attaches it natively (or in
 // generic mode, with a warning, where the driver has no XDP), and pins

@@ -29,6 +29,12 @@ func ethFrame(dst string, vlan bool, proto uint16) []byte {
 	return binary.BigEndian.AppendUint16(f, proto)
 }
 
+// retag replaces the ethertype of a frame's tag.
+func retag(f []byte, tpid uint16) []byte {
+	binary.BigEndian.PutUint16(f[12:], tpid)
+	return f
+}
+
 // pad60 pads a frame to the Ethernet minimum, as a NIC delivers it.
 func pad60(f []byte) []byte {
 	for len(f) < 60 {
@@ -123,7 +129,7 @@ func TestProgramHostVerdicts(t *testing.T) {
 		{"arp for host, 802.1Q, truncated", bm, arpFrame(bcastMAC, true, 1, "10.0.0.2", hostIP4)[:18+27], bcast},
 		{"arp for host, plen 16", bm, func() []byte { f := who(hostIP4); f[14+5] = 16; return f }(), bcast},
 		{"arp for host, protocol not IPv4", bm, func() []byte { f := who(hostIP4); f[14+2] = 0x86; f[14+3] = 0xdd; return f }(), bcast},
-		{"arp for host, 802.1ad tag", bm, func() []byte { f := arpFrame(bcastMAC, true, 1, "10.0.0.2", hostIP4); f[12], f[13] = 0x88, 0xa8; return f }(), bcast},
+		{"arp for host, 802.1ad tag", bm, retag(arpFrame(bcastMAC, true, 1, "10.0.0.2", hostIP4), 0x88a8), bcast},
 		{"ns for host", bm, nsFrame(snmHost6, false, hostIP6), hostND},
 		{"ns for host link-local", bm, nsFrame("33:33:ff:00:00:01", false, "fe80::1"), hostND},
 		{"ns for a vm", bm, nsFrame("33:33:ff:00:00:09", false, vmIP6), mcast},

@@ -32,10 +32,11 @@ func (m Mode) String() string {
 // Policy is one interface's steering policy (entry 0 of the `config` map).
 //
 // Broadcast and multicast frames go either to the switch or to the kernel,
-// never both (XDP cannot clone into an XSKMAP): steering broadcast takes ARP
-// requests for the host's own addresses away from the host, steering
-// multicast takes IPv6 neighbour discovery. Turn them on only where the
-// switch hands the host its share (or the host does not use the NIC).
+// never both (XDP cannot clone into an XSKMAP). In ModeMAC, ARP and IPv6
+// Neighbor Solicitations for the host's own addresses (SetHostAddrs,
+// TrackHostAddrs) still go to the kernel, so the host stays reachable on
+// the NIC; other group traffic the host may want (Router Advertisements,
+// DHCP replies, multicast groups it joined) does not: see README.md.
 type Policy struct {
 	Mode Mode
 	// Broadcast, in ModeMAC, steers frames to ff:ff:ff:ff:ff:ff.

@@ -123,19 +123,26 @@ func BenchmarkProgram(b *testing.B) {
 	if err := o.Macs.Update(&k, &steerXvsMacOwner{Port: 1}, ebpf.UpdateAny); err != nil {
 		b.Fatal(err)
 	}
+	setHostAddrs(b, o, hostIP4, hostIP6)
+	bm := Policy{Mode: ModeMAC, Broadcast: true, Multicast: true}
 	for _, bc := range []struct {
-		name string
-		p    Policy
-		dst  string
+		name  string
+		p     Policy
+		frame []byte
 	}{
-		{"mac-hit", Policy{Mode: ModeMAC}, vmMAC},
-		{"mac-miss", Policy{Mode: ModeMAC}, otherMAC},
-		{"broadcast-steered", Policy{Mode: ModeMAC, Broadcast: true}, bcastMAC},
-		{"all", Policy{Mode: ModeAll}, otherMAC},
+		{"mac-hit", Policy{Mode: ModeMAC}, frameTo(vmMAC)},
+		{"mac-hit-groups-steered", bm, frameTo(vmMAC)},
+		{"mac-miss", Policy{Mode: ModeMAC}, frameTo(otherMAC)},
+		{"broadcast-steered", Policy{Mode: ModeMAC, Broadcast: true}, frameTo(bcastMAC)},
+		{"arp-for-vm-steered", bm, arpFrame(bcastMAC, false, 1, "10.0.0.2", vmIP4)},
+		{"arp-for-host-passed", bm, arpFrame(bcastMAC, false, 1, "10.0.0.2", hostIP4)},
+		{"ns-for-vm-steered", bm, nsFrame("33:33:ff:00:00:09", false, vmIP6)},
+		{"ns-for-host-passed", bm, nsFrame(snmHost6, false, hostIP6)},
+		{"all", Policy{Mode: ModeAll}, frameTo(otherMAC)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			setCfg(b, o, bc.p)
-			f := frameTo(bc.dst)
+			f := bc.frame
 			const perRun = 100000
 			var total time.Duration
 			runs := 0
