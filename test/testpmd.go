@@ -143,11 +143,15 @@ type TestpmdConfig struct {
 	MainCPU int
 	FwdCPUs []int
 
-	// MemoryMB is the EAL memory (-m, default 256). It is shared whole
-	// with the back-end by virtio-user; 1024 makes startup ~1 s slower.
+	// MemoryMB is the EAL memory (-m; default 256, more if the mbuf pool
+	// needs it). virtio-user shares it whole with the back-end as guest
+	// memory; 1024 makes startup ~1 s slower.
 	MemoryMB int
-	// Mbufs is --total-num-mbufs (default 16384; DPDK's default fails
-	// without hugepages). MbufSize is --mbuf-size (default DPDK's 2176).
+	// Mbufs is --total-num-mbufs. DPDK's default fails without hugepages;
+	// ours is 16384, or twice what the rings can hold when that is more
+	// (every RX ring slot holds an mbuf: big queue_size or --rxd with
+	// several queues and ports exhausts a small pool). MbufSize is
+	// --mbuf-size (DPDK's default 2176 carries frames up to ~2 KiB).
 	Mbufs, MbufSize int
 
 	// Interactive runs testpmd with -i and a pipe for Cmd: forwarding
@@ -184,21 +188,32 @@ func (c *TestpmdConfig) setDefaults() {
 	if len(c.FwdCPUs) == 0 {
 		c.FwdCPUs = []int{1}
 	}
-	if c.MemoryMB == 0 {
-		c.MemoryMB = 256
+	for i := range c.Ports {
+		p := &c.Ports[i]
+		p.Queues = max(p.Queues, p.QueueCount, 1)
 	}
 	if c.Mbufs == 0 {
-		c.Mbufs = 16384
+		need := 0
+		for _, p := range c.Ports {
+			need += p.Queues * (max(p.QueueSize, 256, c.RxD) + max(p.QueueSize, 256, c.TxD))
+		}
+		c.Mbufs = max(16384, 2*need)
+	}
+	if c.MemoryMB == 0 {
+		// Each mbuf takes its data room plus ~256 bytes of header and
+		// headroom; leave as much again for rings, the vhost tables and
+		// EAL itself.
+		size := c.MbufSize
+		if size == 0 {
+			size = 2176
+		}
+		c.MemoryMB = max(256, 2*c.Mbufs*(size+256)>>20)
 	}
 	if c.StatsPeriod <= 0 {
 		c.StatsPeriod = time.Second
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = 30 * time.Second
-	}
-	for i := range c.Ports {
-		p := &c.Ports[i]
-		p.Queues = max(p.Queues, p.QueueCount, 1)
 	}
 }
 

@@ -131,4 +131,14 @@ func TestTestpmdArgs(t *testing.T) {
 	if strings.Contains(s, "stats-period") {
 		t.Errorf("interactive testpmd got --stats-period: %s", s)
 	}
+
+	// Big rings get a pool that can fill them, and the memory for it.
+	big := TestpmdConfig{Ports: []TestpmdPort{
+		{Kind: VirtioUser, Path: "/a", Queues: 2, QueueSize: 4096},
+		{Kind: VirtioUser, Path: "/b", Queues: 2, QueueSize: 4096},
+	}}
+	big.setDefaults()
+	if big.Mbufs < 2*2*4096*2 || big.MemoryMB*1<<20 < big.Mbufs*2176 {
+		t.Errorf("4 queues of 4096: %d mbufs in %d MB", big.Mbufs, big.MemoryMB)
+	}
 }
