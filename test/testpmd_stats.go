@@ -40,7 +40,11 @@ import (
 // engine made or received but the port's tx_burst did not accept (a full
 // ring, or a vhost port whose guest is not ready): those never left.
 
-// PortStats is one port's block of periodic statistics.
+// PortStats is one port's block of periodic statistics. While traffic
+// flows, a block's counters are read at slightly different moments (the
+// PMDs keep them per queue, unsynchronised): bytes can lag packets by a
+// burst. Compare bytes with packets only in a block printed after traffic
+// stopped.
 type PortStats struct {
 	RxPackets, RxMissed, RxBytes, RxErrors, RxNombuf uint64
 	TxPackets, TxErrors, TxBytes                     uint64
