@@ -141,6 +141,9 @@ func TestHostile(t *testing.T) {
 		{name: "indirect table outside guest memory", size: 8, features: fIndirect, want: virtq.ErrBadAddress, setup: func(e *env) {
 			e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase - 1024, Len: 32, Flags: dInd}})
 		}},
+		{name: "indirect table wrapping the address space", size: 8, features: fIndirect, want: virtq.ErrBadAddress, setup: func(e *env) {
+			e.d.AddRaw([]drivertest.PackedDesc{{Addr: ^uint64(0) - 15, Len: 32, Flags: dInd}})
+		}},
 		{name: "indirect table entry outside guest memory", size: 8, features: fIndirect, want: virtq.ErrBadAddress, setup: func(e *env) {
 			tb := e.d.WriteTable([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 10}, {Addr: 1 << 50, Len: 10, Flags: dWrite}})
 			e.d.AddRaw([]drivertest.PackedDesc{{Addr: tb, Len: 32, Flags: dInd}})

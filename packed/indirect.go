@@ -22,6 +22,9 @@ func (r *Ring) addIndirect(b *virtq.Burst, c *virtq.Chain, addr uint64, ln uint3
 	if n > virtq.MaxChainDescs {
 		return fmt.Errorf("%w: indirect table of %d descriptors (max %d)", virtq.ErrChainTooLong, n, virtq.MaxChainDescs)
 	}
+	if addr+uint64(ln) < addr {
+		return fmt.Errorf("%w: indirect table at %#x wraps the address space", virtq.ErrBadAddress, addr)
+	}
 	// A table normally lies in one region; one that straddles two is
 	// legal, so fall back to translating it entry by entry.
 	table, err := r.mem.Translate(addr, uint64(ln))
