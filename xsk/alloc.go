@@ -1,5 +1,7 @@
 package xsk
 
+import "math/bits"
+
 // frameAlloc is a fixed-size free stack of UMEM frames: the userspace stash
 // that refills the fill ring and supplies TX frames. It owns frames
 // [first, first+count) of the UMEM and never allocates after creation.
@@ -9,26 +11,27 @@ package xsk
 // frames currently in the stack rejects double frees and foreign addresses
 // (a bug elsewhere must not hand the same frame to the kernel twice).
 type frameAlloc struct {
-	stack     []uint64 // frame base addresses (UMEM offsets); stack[:n] are free
-	n         int
-	isFree    []uint64 // bit i: frame first+i is in the stack
-	frameSize uint64
-	first     uint64 // first frame index owned
-	count     uint64 // frames owned
-	rejected  uint64 // puts refused (foreign address or double free)
+	stack    []uint64 // frame base addresses (UMEM offsets); stack[:n] are free
+	n        int
+	isFree   []uint64 // bit i: frame first+i is in the stack
+	shift    uint     // log2 of the frame size (2048 or 4096: shifts, not divisions)
+	first    uint64   // first frame index owned
+	count    uint64   // frames owned
+	rejected uint64   // puts refused (foreign address or double free)
 }
 
+// newFrameAlloc: frameSize must be a power of two (the UMEM checks it).
 func newFrameAlloc(frameSize, first, count uint64) *frameAlloc {
 	a := &frameAlloc{
-		stack:     make([]uint64, count),
-		isFree:    make([]uint64, (count+63)/64),
-		frameSize: frameSize,
-		first:     first,
-		count:     count,
+		stack:  make([]uint64, count),
+		isFree: make([]uint64, (count+63)/64),
+		shift:  uint(bits.TrailingZeros64(frameSize)),
+		first:  first,
+		count:  count,
 	}
 	// Push in reverse so the lowest addresses are handed out first.
 	for i := count; i > 0; i-- {
-		a.put((first + i - 1) * frameSize)
+		a.put((first + i - 1) << a.shift)
 	}
 	return a
 }
@@ -43,18 +46,18 @@ func (a *frameAlloc) get() (uint64, bool) {
 	}
 	a.n--
 	addr := a.stack[a.n]
-	i := addr/a.frameSize - a.first
+	i := addr>>a.shift - a.first
 	a.isFree[i/64] &^= 1 << (i % 64)
 	return addr, true
 }
 
 // frameBase maps any address inside one of our frames to its base.
 func (a *frameAlloc) frameBase(addr uint64) (uint64, bool) {
-	idx := addr / a.frameSize
+	idx := addr >> a.shift
 	if idx < a.first || idx-a.first >= a.count {
 		return 0, false
 	}
-	return idx * a.frameSize, true
+	return idx << a.shift, true
 }
 
 // put returns the frame holding addr to the stash; false (and counted) if
@@ -65,7 +68,7 @@ func (a *frameAlloc) put(addr uint64) bool {
 		a.rejected++
 		return false
 	}
-	i := base/a.frameSize - a.first
+	i := base>>a.shift - a.first
 	if a.isFree[i/64]&(1<<(i%64)) != 0 {
 		a.rejected++
 		return false

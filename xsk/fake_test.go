@@ -11,7 +11,7 @@ import (
 // so the burst logic can be tested without root; the test plays the
 // kernel through the ring words directly. It poses as a zero-copy socket
 // with need_wakeup and no flags set, so it never makes a syscall.
-func fakeSocket(t *testing.T, ucfg UMEMConfig, cfg SocketConfig) *Socket {
+func fakeSocket(t testing.TB, ucfg UMEMConfig, cfg SocketConfig) *Socket {
 	t.Helper()
 	ucfg.setDefaults()
 	if err := ucfg.validate(); err != nil {
@@ -242,3 +242,5 @@ func TestFakeTXPath(t *testing.T) {
 		t.Fatalf("stash %d after all completions, want 12", s.FreeFrames())
 	}
 }
+
+func unixDesc(addr uint64, n uint32) unix.XDPDesc { return unix.XDPDesc{Addr: addr, Len: n} }

@@ -79,7 +79,7 @@ func (s *Socket) TXSubmit(n int) (int, error) {
 		if keep != i {
 			*s.tx.slot(s.txResIdx + keep) = *d
 		}
-		s.fifo.push(d.Addr - d.Addr%uint64(s.umem.cfg.FrameSize))
+		s.fifo.push(d.Addr &^ uint64(s.umem.cfg.FrameSize-1))
 		keep++
 	}
 	s.tx.cancel(s.txReserved - keep)
@@ -141,7 +141,7 @@ func (s *Socket) TransmitDescs(descs []Desc) (int, error) {
 			continue
 		}
 		*s.tx.slot(idx + keep) = unix.XDPDesc{Addr: d.Addr, Len: d.Len}
-		s.fifo.push(d.Addr - d.Addr%uint64(s.umem.cfg.FrameSize))
+		s.fifo.push(d.Addr &^ uint64(s.umem.cfg.FrameSize-1))
 		keep++
 	}
 	s.tx.cancel(got - keep)
@@ -164,7 +164,7 @@ func (s *Socket) validTXDesc(d Desc) bool {
 		return false
 	case d.Addr >= mem || uint64(d.Len) > mem-d.Addr:
 		return false
-	case !s.umem.cfg.Unaligned && d.Addr%fs+uint64(d.Len) > fs:
+	case !s.umem.cfg.Unaligned && d.Addr&(fs-1)+uint64(d.Len) > fs:
 		return false // aligned mode: must not cross a chunk
 	}
 	return true
