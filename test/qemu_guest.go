@@ -205,7 +205,8 @@ func qemuArgs(c *GuestConfig, macs []string, kernel, initrd, console, reports st
 	for i, n := range c.NICs {
 		netdev := fmt.Sprintf("n%d", i)
 		if n.Socket != "" {
-			ch := fmt.Sprintf("path=%s", n.Socket)
+			// A comma in an option value is written as two.
+			ch := "path=" + strings.ReplaceAll(n.Socket, ",", ",,")
 			if n.Server {
 				ch += ",server=on,wait=off"
 			} else if n.Reconnect > 0 {

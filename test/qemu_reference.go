@@ -37,7 +37,7 @@ func ReferenceGuestConfig(sock0, sock1 string, packed bool) GuestConfig {
 		},
 		Commands: []GuestCommand{
 			GuestPing("ping", "", RefAddr1, 5, 56),
-			GuestTCP("tcp", RefNetns, RefAddr1, "", 5001, 256*1024),
+			GuestTCP("tcp", RefNetns, RefAddr1, "", 5001, 64*1024),
 		},
 		Timeout: 90 * time.Second,
 	}

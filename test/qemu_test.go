@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,53 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestGuestFailureModes checks that a guest which cannot run is reported as
+// such, quickly, without a boot: QEMU exits at once when a client-mode
+// vhost-user socket has no listener, and a back-end that accepts but never
+// answers hangs QEMU until the harness's timeout kills it.
+func TestGuestFailureModes(t *testing.T) {
+	dir := t.TempDir()
+	t.Run("no-backend", func(t *testing.T) {
+		cfg := GuestConfig{NICs: []GuestNIC{{Socket: filepath.Join(dir, "nobody.sock")}},
+			Commands: []GuestCommand{GuestShell("x", "", "true")}, Timeout: 30 * time.Second}
+		r := StartGuest(t, cfg).Wait()
+		if r.Completed || r.TimedOut || !strings.Contains(r.QEMUOutput, "nobody.sock") {
+			t.Fatalf("want QEMU to exit at once naming the socket: completed %v, timed out %v, output %q",
+				r.Completed, r.TimedOut, r.QEMUOutput)
+		}
+		if f := r.Failures(cfg.Commands); len(f) != 2 {
+			t.Errorf("failures: %q", f)
+		}
+	})
+	t.Run("silent-backend", func(t *testing.T) {
+		sock := filepath.Join(dir, "silent.sock")
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			// Accept and say nothing: QEMU waits for replies forever.
+			var conns []net.Conn
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					for _, c := range conns {
+						c.Close()
+					}
+					return
+				}
+				conns = append(conns, c)
+			}
+		}()
+		cfg := GuestConfig{NICs: []GuestNIC{{Socket: sock}}, Timeout: 3 * time.Second}
+		r := StartGuest(t, cfg).Wait()
+		// Hung before the firmware ran: the console is empty.
+		if !r.TimedOut || r.Completed || r.Console != "" {
+			t.Fatalf("want the harness to kill a QEMU hung before boot: timed out %v, completed %v, console %q",
+				r.TimedOut, r.Completed, r.Console)
+		}
+	})
 }
