@@ -12,9 +12,6 @@ FUZZTIME ?= 5s
 
 all: build
 
-build:
-	$(GO) build ./...
-
 deps-demo:
 	@scripts/install-deps demo
 
@@ -26,9 +23,17 @@ guest:
 	@echo "==> building (or reusing) the QEMU test guest"
 	@$(GO) run ./test/cmd/build-guest
 
-demo: deps-demo guest
-	@echo "==> demo: a QEMU guest with two vhost-user NICs, pinging across a DPDK testpmd back-end"
-	$(GO) test -count=1 -v -run '^TestQEMUReference$$' ./test/
+# The demo topology: a namespace with a veth pair as "the NIC", xvswitch with
+# that NIC (XDP + AF_XDP) and a vhost-user port, a QEMU guest on the port;
+# the namespace pings the guest and streams TCP both ways, `xvswitch show
+# stats` is printed, and everything is torn down. It is the end-to-end test
+# TestNICToVM/packed, run verbosely so it narrates each step.
+demo: deps-demo guest build
+	@echo "==> demo: namespace --veth-- [XDP/AF_XDP] xvswitch [vhost-user] -- QEMU guest"
+	set -o pipefail; $(GO) test -count=1 -v -run '^TestNICToVM$$/^packed$$' ./cmd/xvswitch/ 2>&1 | grep -v '^=== \|guest: qemu-system'
+
+build:
+	$(GO) build -o bin/xvswitch ./cmd/xvswitch
 
 test: deps-test lint guest
 	@echo "==> go test ./... (root, namespaces, DPDK and QEMU tests included)"

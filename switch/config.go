@@ -15,7 +15,7 @@ type Config struct {
 	Ctl       string
 	FDBAge    time.Duration // learned MACs expire after this (default 300 s)
 	// IdleAfter is how long a worker's queues must be empty before it stops
-	// polling and sleeps in epoll (default: see worker.go).
+	// polling and sleeps in epoll (0: DefaultIdleAfter; negative: never).
 	IdleAfter time.Duration
 }
 

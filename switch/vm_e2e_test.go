@@ -17,7 +17,7 @@ func TestVMToVMReference(t *testing.T) {
 	test.RequireCommands(t, "qemu-system-x86_64")
 	test.EnsureGuest(t)
 	for _, packed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("packed=%v", packed), func(t *testing.T) {
+		t.Run(ringName(packed), func(t *testing.T) {
 			dir := t.TempDir()
 			s := startTestSwitch(t, Config{Workers: 1})
 			t.Cleanup(s.removeAll)
@@ -46,4 +46,11 @@ func TestVMToVMReference(t *testing.T) {
 			balance(t, s)
 		})
 	}
+}
+
+func ringName(packed bool) string {
+	if packed {
+		return "packed"
+	}
+	return "split"
 }

@@ -83,7 +83,7 @@ func (w *worker) run(done func()) {
 			idleSince = time.Now()
 			continue
 		}
-		if empties%64 == 0 && time.Since(idleSince) >= w.idleAfter {
+		if empties%64 == 0 && w.idleAfter >= 0 && time.Since(idleSince) >= w.idleAfter {
 			w.sleep(snap)
 			empties = 0
 		}

@@ -32,6 +32,7 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&r.cfg.Workers, "workers", 1, "poll workers")
 	fs.Var(repeated(r.setCPUs), "cpus", "CPUs to pin workers to, e.g. 1,2-3")
 	fs.DurationVar(&r.cfg.FDBAge, "fdb-age", 300*time.Second, "learned MAC aging time")
+	fs.DurationVar(&r.cfg.IdleAfter, "idle-after", vswitch.DefaultIdleAfter, "how long queues stay empty before a worker sleeps in epoll (-1ns: never sleep)")
 	fs.StringVar(&r.config, "config", "", "a file of the same settings, one per line: `nic eth0,queues=2`")
 }
 
@@ -88,6 +89,8 @@ func (r *runFlags) readConfigFile(in io.Reader, name string) error {
 			r.cfg.Workers, err = strconv.Atoi(val)
 		case "cpus":
 			err = r.setCPUs(val)
+		case "idle-after":
+			r.cfg.IdleAfter, err = time.ParseDuration(val)
 		case "fdb-age":
 			r.cfg.FDBAge, err = time.ParseDuration(val)
 		default:
