@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -212,8 +213,8 @@ func TestHostAddrsResolvableWhileGroupsSteered(t *testing.T) {
 
 	// bpftool prints the maps with named fields and the addresses byte
 	// by byte.
-	checkHostDump(t, l, "host_v4", l.OuterIP)
-	checkHostDump(t, l, "host_v6", outer6)
+	checkHostDump(t, l, "host_v4", l.OuterIP, l.S.Ifindex())
+	checkHostDump(t, l, "host_v6", outer6, l.S.Ifindex())
 
 	// Addresses added and removed at runtime follow, and the program
 	// uses them: a peer resolves the new address.
@@ -237,8 +238,8 @@ func TestHostAddrsResolvableWhileGroupsSteered(t *testing.T) {
 }
 
 // checkHostDump reads a host address map with bpftool and finds ip in it,
-// byte by byte, with the interface's index beside it.
-func checkHostDump(t *testing.T, l *lab, name, ip string) {
+// byte by byte, with the index of the interface it is on beside it.
+func checkHostDump(t *testing.T, l *lab, name, ip string, ifindex int) {
 	t.Helper()
 	out := test.MustRun(t, "bpftool", "-j", "map", "dump", "pinned", filepath.Join(l.S.PinDir(), name))
 	var dump []struct {
@@ -260,15 +261,113 @@ func checkHostDump(t *testing.T, l *lab, name, ip string) {
 	}
 	found := false
 	for _, e := range dump {
-		if bytes.Equal(e.Formatted.Key.Addr, want) && e.Formatted.Value.Ifindex == l.S.Ifindex() {
+		if bytes.Equal(e.Formatted.Key.Addr, want) && e.Formatted.Value.Ifindex == ifindex {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("bpftool dump of %s lacks %s on ifindex %d:\n%s", name, ip, l.S.Ifindex(), out)
+		t.Errorf("bpftool dump of %s lacks %s on ifindex %d:\n%s", name, ip, ifindex, out)
 	}
 	plain := test.MustRun(t, "bpftool", "map", "dump", "pinned", filepath.Join(l.S.PinDir(), name))
 	if !strings.Contains(plain, `"addr": [`) || !strings.Contains(plain, `"ifindex": `) {
 		t.Errorf("plain dump of %s does not name its fields:\n%s", name, plain)
+	}
+}
+
+// pingAfterFlush pings ip from the namespace after flushing its neighbour
+// entries, so the ping starts with a broadcast ARP request, and returns
+// the counters' delta once the program saw that request pass as the
+// host's.
+func (l *lab) pingAfterFlush(t *testing.T, ip string) Counters {
+	t.Helper()
+	l.NS.MustRun(t, "ip", "neigh", "flush", "all")
+	c0 := l.counters(t)
+	l.ping(t, ip, 2)
+	return l.waitDelta(t, c0, Counters{HostARPPassed: 1})
+}
+
+func ifindex(t *testing.T, name string) int {
+	t.Helper()
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ifc.Index
+}
+
+// Addresses of devices stacked on the NIC are the host's too, tracked as
+// they come and go: a macvlan and a VLAN device on it (whose ARP arrives
+// tagged) and the bridge it becomes a port of.
+func TestHostAddrsOfStackedDevices(t *testing.T) {
+	t.Parallel()
+	test.RequireCommands(t, "ping", "ethtool", "bpftool")
+	l := newLab(t, Policy{Mode: ModeMAC, Broadcast: true, Multicast: true})
+	l.rxSocket(t)
+	if err := l.S.TrackHostAddrs(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	vnet := fmt.Sprintf("10.%d.%d", 128+int(b[0])%32, b[1])
+	bnet := fmt.Sprintf("10.%d.%d", 96+int(b[2])%32, b[3])
+	mnet := fmt.Sprintf("10.%d.%d", 64+int(b[0])%32, b[1])
+
+	// A macvlan device on the NIC: broadcast ARP for its address arrives
+	// through the NIC.
+	mv := l.Outer + "m"
+	test.MustRun(t, "ip", "link", "add", "link", l.Outer, "name", mv, "type", "macvlan", "mode", "bridge")
+	test.MustRun(t, "ip", "addr", "add", mnet+".1/24", "dev", mv)
+	test.MustRun(t, "ip", "link", "set", mv, "up")
+	l.NS.MustRun(t, "ip", "addr", "add", mnet+".2/24", "dev", l.Inner)
+	awaitHostAddrs(t, l.S, "gained the macvlan's "+mnet+".1", func(a []net.IP) bool { return hasIP(a, mnet+".1") })
+	checkHostDump(t, l, "host_v4", mnet+".1", ifindex(t, mv))
+	t.Logf("ping to the macvlan: %+v", l.pingAfterFlush(t, mnet+".1"))
+	// Gone (and out of the way: a NIC with a macvlan cannot be a bridge
+	// port), its address is not the host's on this NIC any more.
+	test.MustRun(t, "ip", "link", "del", mv)
+	awaitHostAddrs(t, l.S, "lost the macvlan's "+mnet+".1", func(a []net.IP) bool { return !hasIP(a, mnet+".1") })
+
+	// VLAN 100 on both ends, where the kernel has 802.1Q; the namespace
+	// puts tags in the frame (no tx VLAN offload), so the program sees
+	// them.
+	vo, vi := l.Outer+".1", l.Inner+".1"
+	if out, err := exec.Command("ip", "link", "add", "link", l.Outer, "name", vo, "type", "vlan", "id", "100").CombinedOutput(); err != nil {
+		t.Logf("no VLAN devices here (%v: %s): tagged ARP is covered by TestProgramHostVerdicts only", err, bytes.TrimSpace(out))
+		vo = ""
+	} else {
+		test.MustRun(t, "ip", "addr", "add", vnet+".1/24", "dev", vo)
+		test.MustRun(t, "ip", "link", "set", vo, "up")
+		l.NS.MustRun(t, "ethtool", "-K", l.Inner, "txvlan", "off")
+		l.NS.MustRun(t, "ip", "link", "add", "link", l.Inner, "name", vi, "type", "vlan", "id", "100")
+		l.NS.MustRun(t, "ip", "addr", "add", vnet+".2/24", "dev", vi)
+		l.NS.MustRun(t, "ip", "link", "set", vi, "up")
+		awaitHostAddrs(t, l.S, "gained the VLAN device's "+vnet+".1", func(a []net.IP) bool { return hasIP(a, vnet+".1") })
+		checkHostDump(t, l, "host_v4", vnet+".1", ifindex(t, vo))
+		t.Logf("ping over VLAN 100: %+v", l.pingAfterFlush(t, vnet+".1"))
+	}
+
+	// The NIC becomes a bridge port; the bridge's address is the host's.
+	br := test.UniqueName("xvb")
+	test.MustRun(t, "ip", "link", "add", br, "type", "bridge")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", br).Run() })
+	test.MustRun(t, "ip", "link", "set", l.Outer, "master", br)
+	test.MustRun(t, "ip", "addr", "add", bnet+".1/24", "dev", br)
+	test.MustRun(t, "ip", "link", "set", br, "up")
+	l.NS.MustRun(t, "ip", "addr", "add", bnet+".2/24", "dev", l.Inner)
+	awaitHostAddrs(t, l.S, "gained the bridge's "+bnet+".1", func(a []net.IP) bool { return hasIP(a, bnet+".1") })
+	checkHostDump(t, l, "host_v4", bnet+".1", ifindex(t, br))
+	t.Logf("ping to the bridge: %+v", l.pingAfterFlush(t, bnet+".1"))
+
+	// Out of the bridge and without the VLAN, their addresses are not the
+	// host's on this NIC any more.
+	test.MustRun(t, "ip", "link", "set", l.Outer, "nomaster")
+	if vo != "" {
+		test.MustRun(t, "ip", "link", "del", vo)
+	}
+	addrs := awaitHostAddrs(t, l.S, "lost the stacked devices' addresses", func(a []net.IP) bool {
+		return !hasIP(a, bnet+".1") && !hasIP(a, vnet+".1")
+	})
+	if !hasIP(addrs, l.OuterIP) {
+		t.Fatalf("host addresses %v lack the NIC's own %s", addrs, l.OuterIP)
 	}
 }

@@ -15,12 +15,20 @@ import (
 // interface's maps hold (XVS_MAX_HOST_ADDRS in steer.c).
 const MaxHostAddrs = 256
 
-// hostKeys sorts addrs into the keys of the two maps, rejecting what can
-// never be the target of address resolution.
-func hostKeys(addrs []net.IP) (map[steerXvsIp4]struct{}, map[steerXvsIp6]struct{}, error) {
-	v4 := make(map[steerXvsIp4]struct{})
-	v6 := make(map[steerXvsIp6]struct{})
-	for _, ip := range addrs {
+// hostAddr is one of the host's addresses and the interface it is on.
+type hostAddr struct {
+	ip      net.IP
+	ifindex int
+}
+
+// hostKeys sorts addrs into entries of the two maps (key: the address,
+// value: its interface), rejecting what can never be the target of
+// address resolution.
+func hostKeys(addrs []hostAddr) (map[steerXvsIp4]uint32, map[steerXvsIp6]uint32, error) {
+	v4 := make(map[steerXvsIp4]uint32)
+	v6 := make(map[steerXvsIp6]uint32)
+	for _, a := range addrs {
+		ip := a.ip
 		if len(ip) != net.IPv4len && len(ip) != net.IPv6len {
 			return nil, nil, fmt.Errorf("%w: %d bytes", ErrHostAddr, len(ip))
 		}
@@ -32,12 +40,12 @@ func hostKeys(addrs []net.IP) (map[steerXvsIp4]struct{}, map[steerXvsIp6]struct{
 		if ip4 := ip.To4(); ip4 != nil {
 			var k steerXvsIp4
 			copy(k.Addr[:], ip4)
-			v4[k] = struct{}{}
+			v4[k] = uint32(a.ifindex)
 			continue
 		}
 		var k steerXvsIp6
 		copy(k.Addr[:], ip)
-		v6[k] = struct{}{}
+		v6[k] = uint32(a.ifindex)
 	}
 	if len(v4) > MaxHostAddrs || len(v6) > MaxHostAddrs {
 		return nil, nil, fmt.Errorf("%w: %d IPv4 and %d IPv6 addresses (at most %d each)", ErrHostAddrMapFull, len(v4), len(v6), MaxHostAddrs)
@@ -57,6 +65,14 @@ func hostKeys(addrs []net.IP) (map[steerXvsIp4]struct{}, map[steerXvsIp6]struct{
 // never steered away in between. While TrackHostAddrs runs it replaces the
 // set at the interface's next address change.
 func (s *Steering) SetHostAddrs(addrs []net.IP) error {
+	ha := make([]hostAddr, len(addrs))
+	for i, ip := range addrs {
+		ha[i] = hostAddr{ip: ip, ifindex: s.ifindex}
+	}
+	return s.setHostAddrs(ha)
+}
+
+func (s *Steering) setHostAddrs(addrs []hostAddr) error {
 	v4, v6, err := hostKeys(addrs)
 	if err != nil {
 		return err
@@ -66,18 +82,18 @@ func (s *Steering) SetHostAddrs(addrs []net.IP) error {
 	if s.closed {
 		return ErrClosed
 	}
-	val := steerXvsHostAddr{Ifindex: uint32(s.ifindex)}
-	if err := replaceSet(s.objs.HostV4, v4, val); err != nil {
+	if err := replaceSet(s.objs.HostV4, v4); err != nil {
 		return fmt.Errorf("bpf: set IPv4 host addresses of %s: %w", s.ifname, err)
 	}
-	if err := replaceSet(s.objs.HostV6, v6, val); err != nil {
+	if err := replaceSet(s.objs.HostV6, v6); err != nil {
 		return fmt.Errorf("bpf: set IPv6 host addresses of %s: %w", s.ifname, err)
 	}
 	return nil
 }
 
-// replaceSet makes the keys of m exactly want.
-func replaceSet[K comparable](m *ebpf.Map, want map[K]struct{}, val steerXvsHostAddr) error {
+// replaceSet makes the entries of m exactly want (key: address, value:
+// ifindex).
+func replaceSet[K comparable](m *ebpf.Map, want map[K]uint32) error {
 	var stale []K
 	var k K
 	var v steerXvsHostAddr
@@ -95,7 +111,8 @@ func replaceSet[K comparable](m *ebpf.Map, want map[K]struct{}, val steerXvsHost
 			return err
 		}
 	}
-	for k := range want {
+	for k, ifindex := range want {
+		val := steerXvsHostAddr{Ifindex: ifindex}
 		if err := m.Update(&k, &val, ebpf.UpdateAny); err != nil {
 			if errors.Is(err, unix.E2BIG) {
 				return fmt.Errorf("%w: %v", ErrHostAddrMapFull, err)

@@ -21,20 +21,28 @@ func ips(ss ...string) []net.IP {
 	return out
 }
 
+func hostAddrs(ifindex int, ips ...net.IP) []hostAddr {
+	var out []hostAddr
+	for _, ip := range ips {
+		out = append(out, hostAddr{ip: ip, ifindex: ifindex})
+	}
+	return out
+}
+
 func TestHostKeys(t *testing.T) {
 	// Both forms of an IPv4 address give the same key; duplicates merge.
-	v4, v6, err := hostKeys([]net.IP{net.ParseIP("10.1.2.3"), net.ParseIP("10.1.2.3").To4(), net.ParseIP("fe80::1"), net.ParseIP("FE80::1")})
+	v4, v6, err := hostKeys(hostAddrs(7, net.ParseIP("10.1.2.3"), net.ParseIP("10.1.2.3").To4(), net.ParseIP("fe80::1"), net.ParseIP("FE80::1")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := v4[steerXvsIp4{Addr: [4]uint8{10, 1, 2, 3}}]; !ok || len(v4) != 1 {
-		t.Errorf("IPv4 keys %v", v4)
+	if ifx, ok := v4[steerXvsIp4{Addr: [4]uint8{10, 1, 2, 3}}]; !ok || ifx != 7 || len(v4) != 1 {
+		t.Errorf("IPv4 entries %v", v4)
 	}
-	if _, ok := v6[steerXvsIp6{Addr: [16]uint8{0xfe, 0x80, 15: 1}}]; !ok || len(v6) != 1 {
-		t.Errorf("IPv6 keys %v", v6)
+	if ifx, ok := v6[steerXvsIp6{Addr: [16]uint8{0xfe, 0x80, 15: 1}}]; !ok || ifx != 7 || len(v6) != 1 {
+		t.Errorf("IPv6 entries %v", v6)
 	}
 	for _, bad := range []net.IP{nil, {1, 2, 3}, net.ParseIP("0.0.0.0"), net.ParseIP("::"), net.ParseIP("224.0.0.1"), net.ParseIP("ff02::1")} {
-		if _, _, err := hostKeys([]net.IP{bad}); !errors.Is(err, ErrHostAddr) {
+		if _, _, err := hostKeys(hostAddrs(1, bad)); !errors.Is(err, ErrHostAddr) {
 			t.Errorf("hostKeys(%v): %v, want ErrHostAddr", bad, err)
 		}
 	}
@@ -42,10 +50,10 @@ func TestHostKeys(t *testing.T) {
 	for i := range many {
 		many[i] = net.IPv4(10, 9, byte(i>>8), byte(i))
 	}
-	if _, _, err := hostKeys(many); !errors.Is(err, ErrHostAddrMapFull) {
+	if _, _, err := hostKeys(hostAddrs(1, many...)); !errors.Is(err, ErrHostAddrMapFull) {
 		t.Errorf("%d IPv4 addresses: %v, want ErrHostAddrMapFull", len(many), err)
 	}
-	if _, _, err := hostKeys(many[:MaxHostAddrs]); err != nil {
+	if _, _, err := hostKeys(hostAddrs(1, many[:MaxHostAddrs]...)); err != nil {
 		t.Errorf("%d IPv4 addresses: %v", MaxHostAddrs, err)
 	}
 }
@@ -148,5 +156,54 @@ func TestTrackHostAddrsLifecycle(t *testing.T) {
 	}
 	if err := l.S.TrackHostAddrs(t.Context()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("TrackHostAddrs after Close: %v, want ErrClosed", err)
+	}
+}
+
+// Which interfaces' addresses are the host's on a NIC: its own, those of
+// devices stacked on it or on its bridge/bond, and the bridge's or bond's;
+// never a master's other ports, nor a device whose parent index names an
+// interface of another namespace.
+func TestStackedLinks(t *testing.T) {
+	const nic = 10
+	links := []linkInfo{
+		{index: 1, kind: "device"},                                    // lo
+		{index: nic, kind: "veth", master: 20},                        // the NIC, a bridge port
+		{index: 11, kind: "vlan", parent: nic},                        // nic.100
+		{index: 12, kind: "macvlan", parent: nic},                     // a macvlan on the NIC
+		{index: 13, kind: "vlan", parent: 11},                         // QinQ on nic.100
+		{index: 14, kind: "veth", parent: nic},                        // a veth whose peer has the NIC's index elsewhere...
+		{index: 15, kind: "vlan", parent: nic, parentElsewhere: true}, // ...a VLAN on an interface of another namespace
+		{index: 20, kind: "bridge"},                                   // the NIC's bridge
+		{index: 21, kind: "tuntap", master: 20},                       // a VM's tap on the bridge
+		{index: 22, kind: "vlan", parent: 20},                         // br.200
+		{index: 23, kind: "vlan", parent: 21},                         // a VLAN on the tap
+		{index: 30, kind: "vrf"},
+		{index: 111, kind: "ipvlan", parent: 12}, // an ipvlan on the macvlan
+		{index: 40, kind: "device", master: 30},  // another NIC in a VRF
+	}
+	got := stackedLinks(links, nic)
+	want := map[int]bool{nic: true, 11: true, 12: true, 13: true, 20: true, 22: true, 111: true}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stackedLinks = %v, want %v", got, want)
+	}
+	// A NIC in a VRF: the VRF device is not a master whose addresses count.
+	links[1].master = 30
+	got = stackedLinks(links, nic)
+	if got[30] || got[20] || !got[11] {
+		t.Fatalf("NIC in a VRF: %v", got)
+	}
+}
+
+func TestCapPerFamily(t *testing.T) {
+	var in []hostAddr
+	for i := range 5 {
+		in = append(in, hostAddr{ip: net.IPv4(10, 0, 0, byte(i)).To4()})
+	}
+	for i := range 4 {
+		in = append(in, hostAddr{ip: net.ParseIP(fmt.Sprintf("fd00::%d", i))})
+	}
+	out, dropped := capPerFamily(in, 3)
+	if len(out) != 6 || dropped != 3 || !out[2].ip.Equal(net.IPv4(10, 0, 0, 2)) || !out[5].ip.Equal(net.ParseIP("fd00::2")) {
+		t.Fatalf("capPerFamily: %v, %d dropped", out, dropped)
 	}
 }

@@ -80,18 +80,18 @@ func nsFrame(dst string, vlan bool, target string) []byte {
 // setHostAddrs fills the loaded program's host maps as SetHostAddrs does.
 func setHostAddrs(tb testing.TB, o *steerObjects, addrs ...string) {
 	tb.Helper()
-	var ips []net.IP
+	var ha []hostAddr
 	for _, a := range addrs {
-		ips = append(ips, net.ParseIP(a))
+		ha = append(ha, hostAddr{ip: net.ParseIP(a), ifindex: 1})
 	}
-	v4, v6, err := hostKeys(ips)
+	v4, v6, err := hostKeys(ha)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := replaceSet(o.HostV4, v4, steerXvsHostAddr{}); err != nil {
+	if err := replaceSet(o.HostV4, v4); err != nil {
 		tb.Fatal(err)
 	}
-	if err := replaceSet(o.HostV6, v6, steerXvsHostAddr{}); err != nil {
+	if err := replaceSet(o.HostV6, v6); err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -2,8 +2,8 @@ package bpf
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
@@ -12,8 +12,12 @@ import (
 )
 
 // resubscribeDelay spaces out attempts to subscribe again after the
-// address subscription broke.
+// rtnetlink subscription broke.
 const resubscribeDelay = time.Second
+
+// dumpTries bounds the retries of a netlink dump that the kernel
+// interrupted (the table changed while it was read).
+const dumpTries = 5
 
 // tracker is one running TrackHostAddrs.
 type tracker struct {
@@ -21,19 +25,30 @@ type tracker struct {
 	done   chan struct{} // closed when its goroutine has returned
 }
 
-// TrackHostAddrs puts the interface's current addresses (IPv4 and IPv6,
-// link-local included, tentative included, DAD-failed excluded) in the
-// host address maps, as SetHostAddrs does, and keeps the maps in step with
-// the interface's addresses until ctx ends or the Steering is closed.
+// trackState is what the tracker last wrote: the interfaces whose
+// addresses count, and the addresses (their string form, to skip writing
+// an unchanged set).
+type trackState struct {
+	links map[int]bool
+	addrs string
+}
+
+// TrackHostAddrs puts the host's addresses on the interface in the host
+// address maps, as SetHostAddrs does, and keeps the maps in step with them
+// until ctx ends or the Steering is closed.
+//
+// The host's addresses are those of the interface and of the devices that
+// receive through it: VLAN, macvlan and ipvlan devices on top of it, the
+// bridge or bond it is a port of, and so on up (a VLAN on that bridge
+// too); IPv4 and IPv6, link-local and tentative included, those whose
+// duplicate address detection failed excluded. The map value of each is
+// the index of the interface it is on.
 //
 // It returns once the current addresses are in the maps (or with the
 // error that kept them out); the tracking goes on in its own goroutine,
 // which Close stops and waits for. Attach does not start it: call it right
 // after Attach. A second call while one is tracking gives ErrTracking;
 // after ctx ends the maps keep the last set and it may be called again.
-//
-// Only the interface's own addresses count: addresses of a bridge or bond
-// it is enslaved to, or of VLAN devices on top of it, are not tracked.
 func (s *Steering) TrackHostAddrs(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -49,11 +64,11 @@ func (s *Steering) TrackHostAddrs(ctx context.Context) error {
 	s.tracker = t
 	s.mu.Unlock()
 
-	// Subscribe before listing: a change between the two is then seen.
-	sub, err := s.subscribeAddrs()
-	var last string
+	// Subscribe before reading: a change between the two is then seen.
+	sub, err := s.subscribe()
+	var st trackState
 	if err == nil {
-		last, err = s.syncHostAddrs("")
+		st, err = s.syncHostAddrs(trackState{})
 	}
 	if err != nil {
 		if sub != nil {
@@ -62,7 +77,7 @@ func (s *Steering) TrackHostAddrs(ctx context.Context) error {
 		s.endTracking(t)
 		return err
 	}
-	go s.track(tctx, t, sub, last)
+	go s.track(tctx, t, sub, st)
 	return nil
 }
 
@@ -87,8 +102,8 @@ func stopTracking(t *tracker) {
 	}
 }
 
-// track follows address changes; last is the set now in the maps.
-func (s *Steering) track(ctx context.Context, t *tracker, sub *addrSub, last string) {
+// track follows address and link changes; st is what is in the maps now.
+func (s *Steering) track(ctx context.Context, t *tracker, sub *netSub, st trackState) {
 	defer s.endTracking(t)
 	defer func() {
 		if sub != nil {
@@ -96,46 +111,223 @@ func (s *Steering) track(ctx context.Context, t *tracker, sub *addrSub, last str
 		}
 	}()
 	for {
+		broken := false
 		select {
 		case <-ctx.Done():
 			return
-		case u, ok := <-sub.ch:
+		case u, ok := <-sub.addrs:
 			if !ok {
-				// The subscription broke (e.g. ENOBUFS: the kernel
-				// dropped notifications): subscribe again and re-read
-				// everything, since changes may have been lost.
-				sub = nil
-				for sub == nil {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(resubscribeDelay):
-					}
-					var err error
-					if sub, err = s.subscribeAddrs(); err != nil {
-						s.log.Warn("bpf: cannot resubscribe to address changes", "ifname", s.ifname, "err", err)
-					}
-				}
-				last = s.resync(last)
+				broken = true
+			} else if !st.links[u.LinkIndex] {
 				continue
 			}
-			if u.LinkIndex != s.ifindex {
+		case u, ok := <-sub.links:
+			if !ok {
+				broken = true
+			} else if a := u.Attrs(); !st.links[a.Index] && !st.links[a.MasterIndex] && !st.links[a.ParentIndex] {
+				// Neither one of ours nor stacked on one of ours.
 				continue
 			}
-			// One dump per burst of changes, and a dump, not the
-			// update itself, so the maps cannot drift from the truth.
-			drainUpdates(sub.ch)
-			last = s.resync(last)
 		}
+		if broken {
+			// The subscription broke (e.g. ENOBUFS: the kernel dropped
+			// notifications): subscribe again; changes may have been
+			// lost, and the re-read below finds them.
+			sub.stop()
+			sub = nil
+			for sub == nil {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(resubscribeDelay):
+				}
+				var err error
+				if sub, err = s.subscribe(); err != nil {
+					s.log.Warn("bpf: cannot resubscribe to address changes", "ifname", s.ifname, "err", err)
+				}
+			}
+		}
+		// One re-read per burst of changes, and a re-read, not the
+		// update itself, so the maps cannot drift from the truth.
+		sub.drain()
+		now, err := s.syncHostAddrs(st)
+		if err != nil {
+			if !errors.Is(err, ErrClosed) {
+				s.log.Warn("bpf: cannot update host addresses", "ifname", s.ifname, "err", err)
+			}
+			continue // the next change tries again
+		}
+		st = now
 	}
 }
 
-// drainUpdates takes whatever updates are already queued; a closed
-// channel is left for the caller's next receive to find.
-func drainUpdates(ch <-chan netlink.AddrUpdate) {
+// syncHostAddrs reads the host's addresses on the interface and writes
+// them to the maps unless they are those of last; it returns what is in
+// the maps now.
+func (s *Steering) syncHostAddrs(last trackState) (trackState, error) {
+	var links []netlink.Link
+	var list []netlink.Addr
+	err := retryDump(func() (err error) {
+		links, err = netlink.LinkList()
+		return err
+	})
+	if err == nil {
+		err = retryDump(func() (err error) {
+			list, err = netlink.AddrList(nil, netlink.FAMILY_ALL)
+			return err
+		})
+	}
+	if err != nil {
+		return last, fmt.Errorf("bpf: read addresses for %s: %w", s.ifname, err)
+	}
+	info := make([]linkInfo, len(links))
+	for i, l := range links {
+		a := l.Attrs()
+		info[i] = linkInfo{index: a.Index, master: a.MasterIndex, parent: a.ParentIndex, kind: l.Type(), parentElsewhere: a.NetNsID >= 0}
+	}
+	now := trackState{links: stackedLinks(info, s.ifindex)}
+	var addrs []hostAddr
+	for _, a := range list {
+		// A DAD failure means the address is someone else's.
+		if !now.links[a.LinkIndex] || a.IPNet == nil || a.Flags&unix.IFA_F_DADFAILED != 0 {
+			continue
+		}
+		addrs = append(addrs, hostAddr{ip: a.IP, ifindex: a.LinkIndex})
+	}
+	slices.SortFunc(addrs, func(a, b hostAddr) int { return compareIPs(a.ip, b.ip) })
+	addrs, dropped := capPerFamily(addrs, MaxHostAddrs)
+	now.addrs = fmt.Sprint(addrs)
+	if now.addrs == last.addrs {
+		return now, nil
+	}
+	if dropped > 0 {
+		s.log.Warn("bpf: too many host addresses, some left out: peers cannot resolve them while broadcast/multicast is steered",
+			"ifname", s.ifname, "left_out", dropped, "max_per_family", MaxHostAddrs)
+	}
+	if err := s.setHostAddrs(addrs); err != nil {
+		return last, err
+	}
+	s.log.Info("bpf: host addresses", "ifname", s.ifname, "addrs", now.addrs)
+	return now, nil
+}
+
+func (a hostAddr) String() string { return fmt.Sprintf("%s@%d", a.ip, a.ifindex) }
+
+// capPerFamily keeps the first max addresses of each family.
+func capPerFamily(addrs []hostAddr, max int) ([]hostAddr, int) {
+	out := addrs[:0]
+	n4, n6, dropped := 0, 0, 0
+	for _, a := range addrs {
+		n := &n6
+		if a.ip.To4() != nil {
+			n = &n4
+		}
+		if *n >= max {
+			dropped++
+			continue
+		}
+		*n++
+		out = append(out, a)
+	}
+	return out, dropped
+}
+
+// retryDump runs a netlink dump again while the kernel says it was
+// interrupted by a concurrent change.
+func retryDump(dump func() error) error {
+	var err error
+	for range dumpTries {
+		if err = dump(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return err
+		}
+	}
+	return err
+}
+
+// linkInfo is what stackedLinks needs of an interface.
+type linkInfo struct {
+	index, master, parent int
+	kind                  string // netlink's Link.Type(): "vlan", "bridge", ...
+	parentElsewhere       bool   // parent index is in another namespace
+}
+
+// Kinds of device that receive through their parent (stacked on it) and
+// of masters that receive through their ports.
+var (
+	upperKinds  = []string{"vlan", "macvlan", "macvtap", "ipvlan", "ipvtap"}
+	masterKinds = []string{"bridge", "bond"}
+)
+
+// stackedLinks is the set of interfaces whose traffic arrives through
+// nic: nic, the bridge or bond it is a port of, devices stacked on either
+// (a VLAN on nic, a VLAN on the bridge), and so on up to a fixed point.
+// A master's other ports are not: they receive on their own.
+func stackedLinks(links []linkInfo, nic int) map[int]bool {
+	in := map[int]bool{nic: true}
+	kind := make(map[int]string, len(links))
+	for _, l := range links {
+		kind[l.index] = l.kind
+	}
+	for grew := true; grew; {
+		grew = false
+		for _, l := range links {
+			if in[l.index] && l.master != 0 && !in[l.master] && slices.Contains(masterKinds, kind[l.master]) {
+				in[l.master] = true
+				grew = true
+			}
+			if !in[l.index] && l.parent != 0 && in[l.parent] && !l.parentElsewhere && slices.Contains(upperKinds, l.kind) {
+				in[l.index] = true
+				grew = true
+			}
+		}
+	}
+	return in
+}
+
+// netSub is an rtnetlink subscription to address and link changes (of all
+// interfaces: the kernel has no per-interface groups).
+type netSub struct {
+	addrs chan netlink.AddrUpdate
+	links chan netlink.LinkUpdate
+	done  chan struct{}
+}
+
+func (s *Steering) subscribe() (*netSub, error) {
+	n := &netSub{
+		addrs: make(chan netlink.AddrUpdate, 64),
+		links: make(chan netlink.LinkUpdate, 64),
+		done:  make(chan struct{}),
+	}
+	onErr := func(err error) {
+		select {
+		case <-n.done: // our own stop closed the socket
+		default:
+			s.log.Warn("bpf: rtnetlink subscription", "ifname", s.ifname, "err", err)
+		}
+	}
+	if err := netlink.AddrSubscribeWithOptions(n.addrs, n.done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
+		close(n.done) // the library may already wait on it
+		return nil, fmt.Errorf("bpf: subscribe to address changes: %w", err)
+	}
+	if err := netlink.LinkSubscribeWithOptions(n.links, n.done, netlink.LinkSubscribeOptions{ErrorCallback: onErr}); err != nil {
+		close(n.done)
+		for range n.addrs {
+		}
+		return nil, fmt.Errorf("bpf: subscribe to link changes: %w", err)
+	}
+	return n, nil
+}
+
+// drain takes whatever updates are already queued; a closed channel is
+// left for the next receive to find.
+func (n *netSub) drain() {
 	for {
 		select {
-		case _, ok := <-ch:
+		case _, ok := <-n.addrs:
+			if !ok {
+				return
+			}
+		case _, ok := <-n.links:
 			if !ok {
 				return
 			}
@@ -145,75 +337,12 @@ func drainUpdates(ch <-chan netlink.AddrUpdate) {
 	}
 }
 
-// resync is syncHostAddrs for the tracker: failures are logged, and the
-// next change tries again.
-func (s *Steering) resync(last string) string {
-	now, err := s.syncHostAddrs(last)
-	if err != nil {
-		s.log.Warn("bpf: cannot update host addresses", "ifname", s.ifname, "err", err)
-		return last
+// stop closes the subscription and drains its channels until the
+// library's goroutines, which may be blocked sending, close them.
+func (n *netSub) stop() {
+	close(n.done)
+	for range n.addrs {
 	}
-	return now
-}
-
-// syncHostAddrs reads the interface's addresses and writes them to the
-// maps unless they are last (their string form); it returns the set now
-// in the maps.
-func (s *Steering) syncHostAddrs(last string) (string, error) {
-	lk := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: s.ifindex}}
-	list, err := netlink.AddrList(lk, netlink.FAMILY_ALL)
-	if err != nil {
-		return last, fmt.Errorf("bpf: list addresses of %s: %w", s.ifname, err)
-	}
-	ips := make([]net.IP, 0, len(list))
-	for _, a := range list {
-		// A DAD failure means the address is someone else's.
-		if a.Flags&unix.IFA_F_DADFAILED != 0 || a.IPNet == nil {
-			continue
-		}
-		ips = append(ips, a.IP)
-	}
-	slices.SortFunc(ips, compareIPs)
-	now := fmt.Sprint(ips)
-	if now == last {
-		return last, nil
-	}
-	if err := s.SetHostAddrs(ips); err != nil {
-		return last, err
-	}
-	s.log.Info("bpf: host addresses", "ifname", s.ifname, "addrs", now)
-	return now, nil
-}
-
-// addrSub is a netlink subscription to address changes (all interfaces:
-// the kernel has no per-interface groups).
-type addrSub struct {
-	ch   chan netlink.AddrUpdate
-	done chan struct{}
-}
-
-func (s *Steering) subscribeAddrs() (*addrSub, error) {
-	a := &addrSub{ch: make(chan netlink.AddrUpdate, 64), done: make(chan struct{})}
-	err := netlink.AddrSubscribeWithOptions(a.ch, a.done, netlink.AddrSubscribeOptions{
-		ErrorCallback: func(err error) {
-			select {
-			case <-a.done: // our own stop closed the socket
-			default:
-				s.log.Warn("bpf: address subscription", "ifname", s.ifname, "err", err)
-			}
-		},
-	})
-	if err != nil {
-		close(a.done) // the library may already wait on it
-		return nil, fmt.Errorf("bpf: subscribe to address changes: %w", err)
-	}
-	return a, nil
-}
-
-// stop closes the subscription and drains its channel until the library's
-// goroutine, which may be blocked sending to it, closes it.
-func (a *addrSub) stop() {
-	close(a.done)
-	for range a.ch {
+	for range n.links {
 	}
 }
