@@ -14,6 +14,18 @@ import (
 	"time"
 )
 
+// The QEMU guest harness, file by file:
+//   qemu_image.go    the cached guest: Debian 6.1 kernel (vmlinux, PVH) and a
+//                    busybox initramfs with the virtio-net modules (EnsureGuest)
+//   qemu_config.go   what a test asks for: NICs and commands (GuestConfig)
+//   qemu_script.go   the config as the guest's /xvs/run.sh
+//   guest/init, guest/lib.sh   the guest side: /init and the helpers run.sh calls
+//   qemu_guest.go    QEMU's command line, start, timeout, kill (StartGuest)
+//   qemu_results.go  the guest's reports parsed (GuestRun, HasFeature)
+//   qemu_reference.go  the reference topology on DPDK's vhost-user back-end
+// A run's own script is a small archive appended to the cached initramfs,
+// so the image is built once and every run still gets its own commands.
+
 // Guest is a running QEMU guest (TCG, no KVM here). Its kernel console goes
 // to one serial port and its reports to another; both are files in the
 // test's temporary directory. QEMU is killed when the run's timeout passes
