@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	vswitch "github.com/xvswitch/xvswitch/switch"
+)
+
+// TestCLIAddDelPort drives a running daemon through its CLI: ports added
+// and removed at run time show up in `show ports` (table and JSON), a
+// removed vhost port's socket file is gone, and errors are reported.
+func TestCLIAddDelPort(t *testing.T) {
+	d := startDaemon(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "vm-a.sock"), filepath.Join(dir, "vm-b.sock")
+	d.cli(t, "add-port", "--vhost", a+",mac=52:54:00:00:0a:01")
+	d.cli(t, "add-port", "--vhost", b+",queues=2,name=second")
+	var ports []vswitch.PortInfo
+	if err := json.Unmarshal([]byte(d.cli(t, "show", "ports", "--json")), &ports); err != nil {
+		t.Fatal(err)
+	}
+	if len(ports) != 2 || ports[0].Name != "vm-a" || ports[1].Name != "second" || ports[1].Queues != 2 || ports[0].Kind != "vhost" {
+		t.Fatalf("ports: %+v", ports)
+	}
+	if out := d.cli(t, "show", "ports"); !strings.Contains(out, "second") || !strings.Contains(out, "waiting") {
+		t.Fatalf("show ports:\n%s", out)
+	}
+	// The configured MAC is a static FDB entry.
+	if out := d.cli(t, "show", "fdb"); !strings.Contains(out, "52:54:00:00:0a:01") || !strings.Contains(out, "static") {
+		t.Fatalf("show fdb:\n%s", out)
+	}
+	if _, err := os.Stat(a); err != nil {
+		t.Fatalf("socket file: %v", err)
+	}
+	d.cli(t, "del-port", "vm-a")
+	if _, err := os.Stat(a); err == nil {
+		t.Fatalf("%s still exists after del-port", a)
+	}
+	if out := d.cli(t, "show", "fdb", "--json"); strings.Contains(out, "0a:01") {
+		t.Fatalf("FDB keeps a deleted port's MAC: %s", out)
+	}
+	for _, bad := range [][]string{
+		{"del-port", "vm-a"},
+		{"add-port", "--vhost", b + ",name=second"},
+		{"add-port", "--nic", "eth0,mode=warp"},
+		{"show", "colours"},
+	} {
+		out, err := exec.Command(buildXvswitch(t), append(bad, "--ctl", d.ctl)...).CombinedOutput()
+		if err == nil {
+			t.Errorf("xvswitch %v succeeded:\n%s", bad, out)
+		}
+	}
+	if err := d.stop(t); err != nil {
+		t.Fatalf("daemon exit: %v\n%s", err, d.log)
+	}
+	if _, err := os.Stat(b); err == nil {
+		t.Fatalf("%s left behind after SIGTERM", b)
+	}
+}
