@@ -70,6 +70,10 @@ type Steering struct {
 	lockFD  int
 	sockets map[uint32]int // our record of the XSKMAP: the kernel won't tell
 	tracker *tracker       // the running TrackHostAddrs, if any
+
+	// onSubscribe, if set (by tests, before TrackHostAddrs), sees every
+	// rtnetlink subscription the tracker makes.
+	onSubscribe func(*netSub)
 }
 
 // Attach loads a fresh instance of the steering program and its maps,

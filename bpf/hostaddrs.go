@@ -63,7 +63,8 @@ func hostKeys(addrs []hostAddr) (map[steerXvsIp4]uint32, map[steerXvsIp6]uint32,
 // Stale entries are deleted before new ones are added, and addresses in
 // both the old and the new set are never removed, so frames for them are
 // never steered away in between. While TrackHostAddrs runs it replaces the
-// set at the interface's next address change.
+// set at the next change of the interface's (or a stacked device's)
+// addresses or links.
 func (s *Steering) SetHostAddrs(addrs []net.IP) error {
 	ha := make([]hostAddr, len(addrs))
 	for i, ip := range addrs {

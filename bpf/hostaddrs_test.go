@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test"
 )
 
 func ips(ss ...string) []net.IP {
@@ -206,4 +208,29 @@ func TestCapPerFamily(t *testing.T) {
 	if len(out) != 6 || dropped != 3 || !out[2].ip.Equal(net.IPv4(10, 0, 0, 2)) || !out[5].ip.Equal(net.ParseIP("fd00::2")) {
 		t.Fatalf("capPerFamily: %v, %d dropped", out, dropped)
 	}
+}
+
+// A broken rtnetlink subscription (as after ENOBUFS) is made again, and
+// the re-read catches what changed meanwhile.
+func TestTrackHostAddrsResubscribes(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, Policy{Mode: ModeMAC, Broadcast: true, Multicast: true})
+	subs := make(chan *netSub, 4)
+	l.S.onSubscribe = func(n *netSub) { subs <- n }
+	if err := l.S.TrackHostAddrs(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	first := <-subs
+	first.close() // the library's receive fails and closes the channels
+	extra := l.Net + ".78"
+	test.MustRun(t, "ip", "addr", "add", extra+"/32", "dev", l.Outer)
+	select {
+	case <-subs:
+	case <-time.After(10 * time.Second): // bounds a hang only
+		t.Fatal("the tracker never subscribed again")
+	}
+	awaitHostAddrs(t, l.S, "gained "+extra+" (changed while unsubscribed, or after)", func(a []net.IP) bool { return hasIP(a, extra) })
+	// The new subscription works.
+	test.MustRun(t, "ip", "addr", "del", extra+"/32", "dev", l.Outer)
+	awaitHostAddrs(t, l.S, "lost "+extra, func(a []net.IP) bool { return !hasIP(a, extra) })
 }

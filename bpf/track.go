@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -287,9 +288,10 @@ func stackedLinks(links []linkInfo, nic int) map[int]bool {
 // netSub is an rtnetlink subscription to address and link changes (of all
 // interfaces: the kernel has no per-interface groups).
 type netSub struct {
-	addrs chan netlink.AddrUpdate
-	links chan netlink.LinkUpdate
-	done  chan struct{}
+	addrs    chan netlink.AddrUpdate
+	links    chan netlink.LinkUpdate
+	done     chan struct{}
+	stopOnce sync.Once
 }
 
 func (s *Steering) subscribe() (*netSub, error) {
@@ -315,6 +317,9 @@ func (s *Steering) subscribe() (*netSub, error) {
 		}
 		return nil, fmt.Errorf("bpf: subscribe to link changes: %w", err)
 	}
+	if s.onSubscribe != nil {
+		s.onSubscribe(n)
+	}
 	return n, nil
 }
 
@@ -338,11 +343,16 @@ func (n *netSub) drain() {
 }
 
 // stop closes the subscription and drains its channels until the
-// library's goroutines, which may be blocked sending, close them.
+// library's goroutines, which may be blocked sending, close them. Only
+// the tracker's goroutine may call it; it may call it again.
 func (n *netSub) stop() {
-	close(n.done)
+	n.close()
 	for range n.addrs {
 	}
 	for range n.links {
 	}
 }
+
+// close ends the subscription: the library closes its sockets, and then
+// its channels.
+func (n *netSub) close() { n.stopOnce.Do(func() { close(n.done) }) }
