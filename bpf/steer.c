@@ -182,7 +182,8 @@ enum xvs_host_frame {
  * unsolicited broadcast reply names the peer's address as target and stays
  * with the switch, whose VMs need it as much as the host; one naming the
  * host's address is a conflict the host must see. Behind at most one
- * 802.1Q tag (the VLAN is not matched: addresses are per interface).
+ * 802.1Q tag, whose VLAN is not matched: the address of a VLAN device on
+ * the NIC counts in every VLAN.
  * The caller has checked that an Ethernet header is there. */
 static __always_inline enum xvs_host_frame host_frame(void *data, void *data_end)
 {
