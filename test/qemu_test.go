@@ -89,6 +89,7 @@ func TestGuestSelfTest(t *testing.T) {
 	t.Logf("guest run: %v wall, guest uptime %.2fs at script start, %.2fs at end",
 		r.Duration.Round(time.Millisecond), r.BeginUptime, r.EndUptime)
 
+	requireSaneClock(t, r)
 	// The deliberate failure must be reported as one, with its output.
 	f := r.Result("fails")
 	if f.OK || f.RC != 3 || len(f.Output) != 1 || f.Output[0] != "about to fail" {
@@ -224,4 +225,14 @@ func TestGuestFailureModes(t *testing.T) {
 				r.TimedOut, r.Completed, r.Console)
 		}
 	})
+}
+
+// requireSaneClock checks that the guest's clock did not run faster than
+// real time: its uptime at the end of its script cannot exceed the wall
+// time since QEMU started (a 5x fast clock was seen with a trusted TSC).
+func requireSaneClock(t *testing.T, r *GuestRun) {
+	t.Helper()
+	if r.EndUptime > r.Duration.Seconds()+0.5 {
+		t.Errorf("guest clock runs fast: uptime %.2fs at the end of a %.2fs run", r.EndUptime, r.Duration.Seconds())
+	}
 }

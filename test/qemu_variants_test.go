@@ -55,6 +55,7 @@ func TestGuestVhostVariants(t *testing.T) {
 	}
 	t.Logf("variants: %v wall; script from uptime %.2fs to %.2fs; back-end forwarded %d+%d frames",
 		r.Duration.Round(time.Millisecond), r.BeginUptime, r.EndUptime, fwd.Ports[0].TxPackets, fwd.Ports[1].TxPackets)
+	requireSaneClock(t, r)
 	r.RequireOK(t, cfg)
 	const (
 		netMTU       = 3
