@@ -1,6 +1,7 @@
 package vswitch
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 	"net"
@@ -54,11 +55,19 @@ func newNICPort(spec NICSpec) (*nicPort, error) {
 		nq = nicQueueCount(spec.Ifname)
 	}
 	p := &nicPort{spec: spec, maxLen: ifi.MTU + 14 + 4, macs: map[uint64]bool{}}
-	// Until the switch knows a VM MAC, broadcast and multicast reach both
-	// worlds only through the switch's flood; the host keeps its unicast.
+	// The switch takes frames for the MACs behind its other ports, and
+	// broadcast and multicast (the VMs need ARP and neighbour discovery);
+	// the host keeps its unicast.
 	p.steer, err = bpf.Attach(spec.Ifname, bpf.Options{Policy: bpf.Policy{Mode: bpf.ModeMAC, Broadcast: true, Multicast: true}})
 	if err != nil {
 		return nil, err
+	}
+	// Broadcast ARP and IPv6 neighbour solicitations for the host's own
+	// addresses go to the host, not the switch: without this a peer could
+	// not resolve the host's address on the NIC.
+	if err := p.steer.TrackHostAddrs(context.Background()); err != nil {
+		p.steer.Close()
+		return nil, fmt.Errorf("nic %s: tracking the host's addresses: %w", spec.Ifname, err)
 	}
 	mode := xsk.ModeAuto
 	switch spec.Mode {
