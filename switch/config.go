@@ -9,6 +9,7 @@ import (
 type Config struct {
 	NICs      []NICSpec
 	Vhosts    []VhostSpec
+	Gens      []GenSpec // benchmark-only frame generators (genport.go)
 	XConnects []XConnect
 	Workers   int   // poll workers (default 1)
 	CPUs      []int // CPUs to pin workers to, round robin; empty: not pinned
@@ -46,6 +47,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: two ports named %q", ErrBadSpec, v.Name)
 		}
 		names[v.Name] = true
+	}
+	for _, g := range c.Gens {
+		if names[g.Name] {
+			return fmt.Errorf("%w: two ports named %q", ErrBadSpec, g.Name)
+		}
+		names[g.Name] = true
 	}
 	inX := map[string]bool{}
 	for _, x := range c.XConnects {

@@ -49,8 +49,13 @@ func (s *Switch) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	for _, g := range s.cfg.Gens {
+		if err := s.AddGen(g); err != nil {
+			return err
+		}
+	}
 	go s.housekeep(ctx)
-	slog.Info("xvswitch running", "ports", len(s.cfg.NICs)+len(s.cfg.Vhosts), "workers", len(s.workers), "ctl", s.cfg.Ctl)
+	slog.Info("xvswitch running", "ports", len(s.cfg.NICs)+len(s.cfg.Vhosts)+len(s.cfg.Gens), "workers", len(s.workers), "ctl", s.cfg.Ctl)
 	return ServeControl(ctx, s.cfg.Ctl, s)
 }
 

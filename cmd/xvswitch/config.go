@@ -27,6 +27,7 @@ func (r repeated) Set(s string) error { return r(s) }
 func (r *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(repeated(r.addNIC), "nic", "an AF_XDP port: IFNAME[,queues=N][,mode=auto|copy|zerocopy][,name=NAME] (repeats)")
 	fs.Var(repeated(r.addVhost), "vhost", "a vhost-user port: PATH[,client][,queues=N][,mac=MAC][,name=NAME] (repeats)")
+	fs.Var(repeated(r.addGen), "gen", "benchmarks only: a frame generator port sending as fast as it is polled: NAME,size=N,dst=MAC[,src=MAC] (repeats)")
 	fs.Var(repeated(r.addXConnect), "xconnect", "cross-connect two ports: NAME=NAME (repeats)")
 	fs.StringVar(&r.cfg.Ctl, "ctl", vswitch.DefaultCtlPath, "control socket path")
 	fs.IntVar(&r.cfg.Workers, "workers", 1, "poll workers")
@@ -45,6 +46,12 @@ func (r *runFlags) addNIC(s string) error {
 func (r *runFlags) addVhost(s string) error {
 	v, err := vswitch.ParseVhost(s)
 	r.cfg.Vhosts = append(r.cfg.Vhosts, v)
+	return err
+}
+
+func (r *runFlags) addGen(s string) error {
+	g, err := vswitch.ParseGen(s)
+	r.cfg.Gens = append(r.cfg.Gens, g)
 	return err
 }
 
@@ -81,6 +88,8 @@ func (r *runFlags) readConfigFile(in io.Reader, name string) error {
 			err = r.addNIC(val)
 		case "vhost":
 			err = r.addVhost(val)
+		case "gen":
+			err = r.addGen(val)
 		case "xconnect":
 			err = r.addXConnect(val)
 		case "ctl":

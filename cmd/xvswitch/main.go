@@ -20,6 +20,7 @@ import (
 const usage = `usage:
   xvswitch run [--nic IFNAME[,queues=N][,mode=auto|copy|zerocopy][,name=NAME]]...
                [--vhost PATH[,client][,queues=N][,mac=MAC][,name=NAME]]...
+               [--gen NAME,size=N,dst=MAC[,src=MAC]]...  (benchmarks only)
                [--xconnect NAME=NAME]... [--ctl PATH] [--workers N] [--cpus LIST]
                [--config FILE]
   xvswitch show ports|fdb|stats [--json] [--ctl PATH]
