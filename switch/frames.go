@@ -19,7 +19,6 @@ type frame struct {
 type frameBurst struct {
 	f   [MaxBurst]frame
 	one [MaxBurst][1][]byte
-	n   int
 }
 
 // setOne makes frame i the single contiguous buffer b.

@@ -141,14 +141,16 @@ func (r *vhostRx) receive(fb *frameBurst, c *burstCounts) (int, error) {
 	if a == nil {
 		return 0, nil
 	}
-	n, err := a.Tx.Receive(MaxBurst)
+	// Receive's count includes chains virtionet rejected (counted below
+	// from LastBurst); the frames to forward are what Frames holds.
+	_, err := a.Tx.Receive(MaxBurst)
 	last := a.Tx.LastBurst()
 	countVirtioDrops(c, &last, true)
 	if err != nil {
 		a.Break(err)
 	}
 	frames := a.Tx.Frames()
-	n = frames.Len()
+	n := frames.Len()
 	if n == 0 {
 		_ = a.Tx.Complete()
 		r.q.End()
