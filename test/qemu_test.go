@@ -47,6 +47,8 @@ func TestGuestSelfTest(t *testing.T) {
 			GuestTCP("tcp", "peer", "10.99.0.2", "", 5001, 300000),
 			GuestShell("eth0-tx", "", "cat /sys/class/net/eth0/statistics/tx_packets"),
 			GuestShell("peer-sees-one-nic", "peer", "ip -o link show | grep -v ' lo:' | wc -l"),
+			GuestShell("ipv6-off", "peer", "cat /proc/sys/net/ipv6/conf/eth1/disable_ipv6 /proc/sys/net/ipv6/conf/default/disable_ipv6"),
+			GuestShell("ipv6-off-root", "", "cat /proc/sys/net/ipv6/conf/eth0/disable_ipv6"),
 			GuestTCPReceive("from-host", "slirp", 5003, 100000),
 			GuestTCPSend("to-host", "slirp", "10.0.2.2", sinkPort, 70000),
 			GuestShell("fails", "", "echo about to fail; exit 3"),
@@ -130,6 +132,10 @@ func TestGuestSelfTest(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("to-host: nothing arrived from the guest")
+	}
+	// No IPv6 chatter (router solicitations, MLD) to skew frame counts.
+	if a, b := r.Result("ipv6-off").Output, r.Result("ipv6-off-root").Output; strings.Join(a, ",") != "1,1" || strings.Join(b, ",") != "1" {
+		t.Errorf("IPv6 not disabled: namespace %q, root %q", a, b)
 	}
 	n0, n1 := r.NIC(0), r.NIC(1)
 	if n0.MTU != 9000 || n1.MTU != 9000 {
