@@ -17,6 +17,8 @@ import (
 // The QEMU guest harness, file by file:
 //   qemu_image.go    the cached guest: Debian 6.1 kernel (vmlinux, PVH) and a
 //                    busybox initramfs with the virtio-net modules (EnsureGuest)
+//   qemu_kernel.go   the kernel .deb: found or downloaded, then unpacked
+//   qemu_cpio.go     the initramfs archive format
 //   qemu_config.go   what a test asks for: NICs and commands (GuestConfig)
 //   qemu_script.go   the config as the guest's /xvs/run.sh
 //   guest/init, guest/lib.sh   the guest side: /init and the helpers run.sh calls
