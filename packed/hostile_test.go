@@ -287,3 +287,23 @@ func completeAll(e *env) {
 		e.t.Fatal(err)
 	}
 }
+
+// TestPushClampsLen: a used length beyond the chain's writable bytes (a
+// switch bug) reaches the guest as the writable size, never more.
+func TestPushClampsLen(t *testing.T) {
+	for _, f := range []uint64{0, fInOrder} {
+		e := newEnv(t, 8, f, 1<<20)
+		tx := mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}})
+		rx := mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}, {Addr: e.bufBase + 64, Len: 100, Write: true}})
+		if e.pop(32) != 2 {
+			t.Fatal("chains not popped")
+		}
+		if err := e.r.Push([]virtq.Used{{ID: tx, Descs: 1, Len: 50}, {ID: rx, Descs: 2, Len: 5000}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.d.Reap(nil)
+		if err != nil || len(got) != 2 || got[0].Len != 0 || got[1].Len != 100 {
+			t.Fatalf("features %#x: reaped %v, %v; want lengths 0 and 100", f, got, err)
+		}
+	}
+}

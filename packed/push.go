@@ -9,9 +9,11 @@ import (
 )
 
 // Push returns chains to the driver as used, in the order given. Each entry
-// names a buffer id popped and not yet pushed; Len must not exceed its
-// chain's WriteLen. The used index advances by the slots the chain took
-// when it was popped (the ring's own record; Used.Descs is not trusted).
+// names a buffer id popped and not yet pushed. Len is clamped to the
+// chain's WriteLen, so that a bug in the switch can never tell a guest that
+// more was written than its buffer holds. The used index advances by the
+// slots the chain took when it was popped (the ring's own record;
+// Used.Descs is not trusted).
 //
 // Without IN_ORDER, each entry gets its own used descriptor. With IN_ORDER,
 // entries must come in the order their chains were popped, and a run of
@@ -100,16 +102,16 @@ func (r *Ring) pushAny(used []virtq.Used, p *publisher) error {
 			break
 		}
 		f := &inflight[u.ID]
-		descs := f.descs
+		descs, ln := f.descs, min(u.Len, f.writeLen)
 		f.descs = 0
 		off := int(idx) * descSize
 		d := desc[off : off+descSize]
 		word := uint32(u.ID) | bits
-		if u.Len != 0 {
+		if ln != 0 {
 			// In a used descriptor WRITE says the device wrote data.
 			word |= flagWrite << 16
 		}
-		binary.LittleEndian.PutUint32(d[offLen:], u.Len)
+		binary.LittleEndian.PutUint32(d[offLen:], ln)
 		if i == 0 {
 			p.first, p.firstWord = off, word
 		} else {
@@ -132,11 +134,14 @@ func (r *Ring) pushAny(used []virtq.Used, p *publisher) error {
 
 func (r *Ring) pushInOrder(used []virtq.Used, p *publisher) error {
 	run := uint16(0) // slots retired since the last used descriptor written
+	var lastWriteLen uint32
 	for i := range used {
 		u := &used[i]
 		if r.nInFlight == 0 || r.order[r.orderHead] != u.ID {
 			if run != 0 {
-				r.write(p, used[i-1].ID, used[i-1].Len, run)
+				// A pending run ends with a full buffer (or it would
+				// have been written): complete it before failing.
+				r.write(p, used[i-1].ID, lastWriteLen, run)
 			}
 			return fmt.Errorf("%w: id %d is not the oldest in flight (IN_ORDER)", virtq.ErrUsedNotInFlight, u.ID)
 		}
@@ -147,12 +152,14 @@ func (r *Ring) pushInOrder(used []virtq.Used, p *publisher) error {
 		if err != nil {
 			return err // unreachable: the order queue holds only ids in flight
 		}
+		lastWriteLen = f.writeLen
 		// run stays <= size: in-flight chains never take more slots.
 		run += f.descs
-		if i+1 < len(used) && u.Len == f.writeLen {
+		ln := min(u.Len, f.writeLen)
+		if i+1 < len(used) && ln == f.writeLen {
 			continue
 		}
-		r.write(p, u.ID, u.Len, run)
+		r.write(p, u.ID, ln, run)
 		run = 0
 	}
 	return nil
