@@ -8,7 +8,7 @@ GO ?= go
 GOTEST_FLAGS ?= -count=1 -p 1 -timeout 40m
 FUZZTIME ?= 5s
 
-.PHONY: all build demo test lint vet fmt-check staticcheck unit fuzz-smoke guest deps-demo deps-test generate
+.PHONY: all build demo test lint vet fmt-check staticcheck unit fuzz-smoke guest deps-demo deps-test generate bench
 
 all: build
 
@@ -34,6 +34,16 @@ demo: deps-demo guest build
 
 build:
 	$(GO) build -o bin/xvswitch ./cmd/xvswitch
+
+# The benchmark harness (cmd/xvs-bench): every scenario of issue 7 on
+# xvswitch and on DPDK testpmd, alternated, into results/bench.{json,md,png}
+# (~12 minutes on 2 CPUs). BENCH_FLAGS narrows it, e.g.
+# BENCH_FLAGS='-scenarios 1,2 -rings split'. Needs root and DPDK
+# (`make deps-test` installs it).
+BENCH_FLAGS ?=
+bench: build
+	@echo "==> xvs-bench: xvswitch vs DPDK, results in results/ (load average: $$(cut -d' ' -f1-3 /proc/loadavg))"
+	$(GO) run ./cmd/xvs-bench -xvswitch bin/xvswitch -out results $(BENCH_FLAGS)
 
 test: deps-test lint guest
 	@echo "==> go test ./... (root, namespaces, DPDK and QEMU tests included)"

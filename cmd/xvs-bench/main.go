@@ -1,0 +1,207 @@
+// Command xvs-bench measures xvswitch side by side with DPDK's testpmd on
+// the same machine, in one run, alternating the two systems case by case
+// (xvswitch, DPDK, xvswitch, DPDK, ...), and writes the results as JSON, a
+// Markdown table and a PNG chart. `make bench` runs it in full; its smoke
+// mode (a fraction of a second per scenario) runs in the test suite so the
+// harness cannot rot.
+//
+// Scenarios (issue 7), for 64- and 1518-byte frames and packed and split
+// rings: 1 VM -> switch, 2 switch -> VM, 3 VM -> VM (cross-connect and
+// learning bridge), 4 NIC -> VM, 5 VM -> NIC, 6 NIC <-> VM round-trip
+// latency, 7 idle CPU. "VM" is DPDK testpmd with virtio-user ports, "NIC"
+// a veth pair whose far end is in a network namespace. It needs root,
+// dpdk-testpmd (Debian's dpdk-dev and PMD packages), ip and taskset.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options are the command line.
+type options struct {
+	out       string
+	xvswitch  string
+	scenarios []int
+	sizes     []int
+	rings     []string
+	modes     []string // VM -> VM: xconnect, bridge
+	rounds    int
+	warmup    time.Duration
+	duration  time.Duration
+	smoke     bool
+	replot    string   // a bench.json to render again instead of measuring
+	args      []string // as given, for the record
+}
+
+// smokeOptions is the smoke run: one small case per scenario (64 B, split
+// ring, VM -> VM cross-connected), one round, a fraction of a second each.
+func smokeOptions(out string) options {
+	return options{out: out, scenarios: []int{1, 2, 3, 4, 5, 6, 7}, sizes: []int{64}, rings: []string{"split"}, modes: []string{"xconnect"},
+		rounds: 1, warmup: 300 * time.Millisecond, duration: 500 * time.Millisecond, smoke: true}
+}
+
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("xvs-bench", flag.ContinueOnError)
+	var o options
+	var scen, sizes, rings, modes string
+	fs.StringVar(&o.out, "out", "results", "directory for bench.json, bench.md and bench.png")
+	fs.StringVar(&o.xvswitch, "xvswitch", "", "the xvswitch binary (default: go build ./cmd/xvswitch into a temporary directory)")
+	fs.StringVar(&scen, "scenarios", "1,2,3,4,5,6,7", "scenarios to run")
+	fs.StringVar(&sizes, "sizes", "64,1518", "frame sizes (bytes, Ethernet header to payload end, no FCS)")
+	fs.StringVar(&rings, "rings", "packed,split", "virtqueue kinds")
+	fs.StringVar(&modes, "modes", "xconnect,bridge", "VM -> VM forwarding modes")
+	fs.IntVar(&o.rounds, "rounds", 2, "xvswitch/DPDK alternations per case")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "traffic runs this long before the measurement window")
+	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measurement window per run")
+	fs.StringVar(&o.replot, "replot", "", "render the table and chart of an existing bench.json into -out, measuring nothing")
+	smoke := fs.Bool("smoke", false, "smoke run: scenarios 1-7, 64 B, split ring, VM -> VM cross-connected, one round, 0.5 s windows (overrides the others but -out and -xvswitch)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *smoke {
+		so := smokeOptions(o.out)
+		so.xvswitch = o.xvswitch
+		so.args = args
+		return so, nil
+	}
+	o.args = args
+	for _, s := range strings.Split(scen, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || titles[n] == "" {
+			return o, fmt.Errorf("-scenarios: %q: want numbers 1-7", s)
+		}
+		o.scenarios = append(o.scenarios, n)
+	}
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 64 || n > 1518 {
+			return o, fmt.Errorf("-sizes: %q: want 64..1518", s)
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	for _, s := range strings.Split(rings, ",") {
+		if s != "packed" && s != "split" {
+			return o, fmt.Errorf("-rings: %q: want packed or split", s)
+		}
+		o.rings = append(o.rings, s)
+	}
+	for _, s := range strings.Split(modes, ",") {
+		if s != "xconnect" && s != "bridge" {
+			return o, fmt.Errorf("-modes: %q: want xconnect or bridge", s)
+		}
+		o.modes = append(o.modes, s)
+	}
+	if o.rounds < 1 || o.duration <= 0 || o.warmup < 0 {
+		return o, fmt.Errorf("-rounds must be >= 1 and -duration > 0")
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "xvs-bench:", err)
+		os.Exit(2)
+	}
+	var rep *Report
+	if o.replot != "" {
+		rep, err = replot(o.replot, o.out)
+	} else {
+		rep, err = runBench(o, os.Stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "xvs-bench:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "xvs-bench: wrote %s\n", strings.Join(rep.Files, ", "))
+	if rep.Failed > 0 {
+		fmt.Fprintf(os.Stderr, "xvs-bench: %d runs failed (see their errors in the table and JSON)\n", rep.Failed)
+		os.Exit(1)
+	}
+}
+
+// runBench runs every case of o and writes the report files.
+func runBench(o options, log io.Writer) (*Report, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("needs root (namespaces, XDP, AF_XDP, DPDK)")
+	}
+	for _, c := range []string{"dpdk-testpmd", "stdbuf", "taskset", "ip"} {
+		if _, err := exec.LookPath(c); err != nil {
+			return nil, fmt.Errorf("needs %s on PATH", c)
+		}
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return nil, err
+	}
+	logDir, err := os.MkdirTemp("", "xvs-bench-logs-")
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{opt: o, xvswitch: o.xvswitch, logDir: logDir, log: log}
+	if b.xvswitch == "" {
+		if b.xvswitch, err = buildXvswitch(logDir); err != nil {
+			return nil, err
+		}
+	}
+	if b.xvswitch, err = filepath.Abs(b.xvswitch); err != nil {
+		return nil, err
+	}
+	rep := newReport(o)
+	cases := plan(o.scenarios, o.sizes, o.rings, o.modes)
+	fmt.Fprintf(log, "xvs-bench: %d cases x %d rounds x 2 systems; load %.2f; process logs in %s\n", len(cases), o.rounds, rep.LoadStart[0], logDir)
+	start := time.Now()
+	for i, c := range cases {
+		fmt.Fprintf(log, "[%d/%d] %s (%s)\n", i+1, len(cases), c.ID, time.Since(start).Round(time.Second))
+		res := b.runCase(c)
+		rep.add(res)
+	}
+	rep.finish(time.Since(start))
+	if err := rep.write(o.out); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// buildXvswitch builds the daemon from this module into dir.
+func buildXvswitch(dir string) (string, error) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		return "", fmt.Errorf("building xvswitch: not inside the module (go env GOMOD: %v); pass -xvswitch", err)
+	}
+	bin := filepath.Join(dir, "xvswitch")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/xvswitch")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/xvswitch: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// replot renders an earlier run's JSON again.
+func replot(path, out string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	rep.Failed = 0 // a replot measured nothing, so nothing failed now
+	return &rep, rep.write(out)
+}

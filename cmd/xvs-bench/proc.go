@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// This file starts the bench's own child processes (xvswitch, the
+// namespace's generator) and reads any process's CPU time and peak memory
+// from /proc.
+
+// proc is a child process whose output goes to a log file.
+type proc struct {
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
+	err    error
+}
+
+// startProc starts argv with its own process group, killed if the bench
+// dies (Pdeathsig fires when the forking thread exits, so the fork and the
+// wait run on one locked thread), output to logPath, and registers its
+// stop with t.
+func startProc(t *runT, logPath string, argv ...string) *proc {
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	fmt.Fprintf(f, "# %s\n", strings.Join(argv, " "))
+	p := &proc{cmd: exec.Command(argv[0], argv[1:]...), log: logPath, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = p.cmd.Wait()
+		f.Close()
+		close(p.exited)
+	}()
+	if err := <-started; err != nil {
+		f.Close()
+		t.Fatalf("start %s: %v", argv[0], err)
+	}
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) done() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after 10 s.
+func (p *proc) stop() {
+	if p.done() {
+		return
+	}
+	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+		<-p.exited
+	}
+}
+
+// tail returns the last lines of the process's log, for error messages.
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// clockTick is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
+// 100 on every Linux architecture Go runs on.
+const clockTick = 100
+
+// cpuSeconds returns the user + system CPU time of every thread of pid.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// count fields after the last ')'. utime and stime are fields 14, 15.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no ')'", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return float64(u+st) / clockTick, nil
+}
+
+// peakRSSMiB returns VmHWM, the process's peak resident set, in MiB.
+func peakRSSMiB(pid int) (float64, error) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmHWM %q: %v", v, err)
+			}
+			return float64(kb) / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
+}
+
+// loadAvg returns /proc/loadavg's first three numbers.
+func loadAvg() [3]float64 {
+	var l [3]float64
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	for i := 0; i < 3 && i < len(f); i++ {
+		l[i], _ = strconv.ParseFloat(f[i], 64)
+	}
+	return l
+}

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/xvswitch/xvswitch/test"
+)
+
+// Case is one row of the results: a scenario with a frame size, a ring
+// kind and (VM -> VM) a forwarding mode, measured on both systems.
+type Case struct {
+	ID       string `json:"id"`
+	Scenario int    `json:"scenario"`
+	Title    string `json:"title"`
+	Mode     string `json:"mode,omitempty"` // VM -> VM: xconnect or bridge
+	Size     int    `json:"frame_size"`
+	Ring     string `json:"ring"`
+	Kind     string `json:"kind"` // rate, latency or idle
+	// Instrument says where the rate or latency is measured, the same
+	// place for both systems.
+	Instrument string `json:"instrument"`
+}
+
+const (
+	kindRate    = "rate"
+	kindLatency = "latency"
+	kindIdle    = "idle"
+)
+
+var titles = map[int]string{
+	1: "VM -> switch",
+	2: "switch -> VM",
+	3: "VM -> VM",
+	4: "NIC -> VM",
+	5: "VM -> NIC",
+	6: "NIC <-> VM latency",
+	7: "idle",
+}
+
+var instruments = map[int]string{
+	1: "guest testpmd TX-packets (frames the switch took from the ring)",
+	2: "guest testpmd RX-packets",
+	3: "guest testpmd RX-packets, both ports (closed loop primed with start tx_first 16)",
+	4: "guest testpmd RX-packets (generator: xvswitch --gen + AF_XDP TX in the namespace, both systems)",
+	5: "rx_packets of the veth end in the namespace",
+	6: "round trips of one probe at a time: AF_PACKET in the namespace -> switch -> guest testpmd macswap -> switch -> namespace",
+	7: "CPU time of the switching process; guest connected, no traffic",
+}
+
+func newCase(scenario int, mode string, size int, ring string) Case {
+	kind := kindRate
+	switch scenario {
+	case 6:
+		kind = kindLatency
+	case 7:
+		kind = kindIdle
+	}
+	id := fmt.Sprintf("s%d", scenario)
+	if mode != "" {
+		id += "-" + mode
+	}
+	id += fmt.Sprintf("-%d-%s", size, ring)
+	return Case{ID: id, Scenario: scenario, Title: titles[scenario], Mode: mode, Size: size, Ring: ring,
+		Kind: kind, Instrument: instruments[scenario]}
+}
+
+// plan lists the cases of a run: every scenario for every frame size and
+// ring kind (VM -> VM in each of modes; latency with the first frame
+// size only, idle once per ring).
+func plan(scenarios []int, sizes []int, rings, modes []string) []Case {
+	var out []Case
+	for _, s := range scenarios {
+		for _, ring := range rings {
+			switch s {
+			case 3:
+				for _, mode := range modes {
+					for _, size := range sizes {
+						out = append(out, newCase(s, mode, size, ring))
+					}
+				}
+			case 6, 7:
+				out = append(out, newCase(s, "", sizes[0], ring))
+			default:
+				for _, size := range sizes {
+					out = append(out, newCase(s, "", size, ring))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// topo is one system's instance of a case, set up and ready to go.
+type topo struct {
+	pid   int                                   // the switching process
+	start func()                                // starts the traffic (may call t.Fatalf)
+	count func() (uint64, time.Time, error)     // rate cases: cumulative frames
+	probe func(time.Duration) (*Latency, error) // latency cases
+	notes func() string                         // optional: what the run saw (drops)
+}
+
+const (
+	sysXvswitch = "xvswitch"
+	sysDPDK     = "dpdk"
+)
+
+// build sets up case c on system sys. It runs inside t.step: failures
+// abort through t.Fatalf, and t's cleanups tear everything down.
+func (b *bench) build(t *runT, c Case, sys string) *topo {
+	dir := t.TempDir()
+	sock0, sock1 := filepath.Join(dir, "vu0.sock"), filepath.Join(dir, "vu1.sock")
+	vhost := func(path string) test.TestpmdPort { return test.TestpmdPort{Kind: test.VhostUser, Path: path} }
+	xvs := sys == sysXvswitch
+	tp := &topo{}
+	var d *xvsDaemon
+	var sw *test.Testpmd
+	setPID := func() {
+		if xvs {
+			tp.pid = d.pid()
+			tp.notes = d.dropSummary
+		} else {
+			tp.pid = sw.Pid()
+		}
+	}
+	startAll := func(tps ...*test.Testpmd) func() {
+		return func() {
+			for _, p := range tps {
+				if p == nil {
+					continue
+				}
+				if err := p.Cmd("start"); err != nil {
+					t.Fatalf("start: %v", err)
+				}
+			}
+		}
+	}
+	switch c.Scenario {
+	case 1: // VM -> switch: virtio-user txonly into a port that only receives.
+		if xvs {
+			// A one-port switch: frames are received, released to the
+			// guest and counted as dropped (no_destination), DPDK's rxonly.
+			d = b.startXvswitch(t, "switch", switchCPU, "", "--vhost", sock0+",name=vu0")
+		} else {
+			sw = b.startDPDKSwitch(t, []test.TestpmdPort{vhost(sock0)}, "rxonly", c.Size)
+		}
+		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, nil)
+		tp.start = startAll(sw, g)
+		tp.count = txCounter(g, 0)
+
+	case 2: // switch -> VM: the switch sends, virtio-user rxonly.
+		if xvs {
+			d = b.startXvswitch(t, "switch", switchCPU, "", "--vhost", sock0+",name=vu0,mac="+guestMAC0,
+				"--gen", fmt.Sprintf("gen0,size=%d,dst=%s", c.Size, guestMAC0), "--xconnect", "gen0=vu0")
+		} else {
+			sw = b.startDPDKSwitch(t, []test.TestpmdPort{vhost(sock0)}, "txonly", c.Size)
+		}
+		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		tp.start = startAll(g, sw)
+		tp.count = rxCounter(g, 0)
+
+	case 3: // VM -> VM: a closed loop through two ports.
+		if xvs {
+			args := []string{"--vhost", sock0 + ",name=vu0", "--vhost", sock1 + ",name=vu1"}
+			if c.Mode == "xconnect" {
+				args = append(args, "--xconnect", "vu0=vu1")
+			}
+			d = b.startXvswitch(t, "switch", switchCPU, "", args...)
+		} else {
+			sw = b.startDPDKSwitch(t, []test.TestpmdPort{vhost(sock0), vhost(sock1)}, "io", c.Size)
+		}
+		// Each guest port sends to the other's MAC; io forwarding sends
+		// what one port receives out of the other, unchanged, so every
+		// frame keeps circling in its direction.
+		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0), guestPort(sock1, c.Ring, guestMAC1)},
+			"io", c.Size, map[int]string{0: guestMAC1, 1: guestMAC0})
+		tp.start = func() {
+			startAll(sw)()
+			if err := g.Cmd("start tx_first 16"); err != nil {
+				t.Fatalf("%v", err)
+			}
+		}
+		tp.count = rxCounter(g, 0, 1)
+
+	case 4: // NIC -> VM
+		v, _ := wire(t)
+		if xvs {
+			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
+		} else {
+			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
+		}
+		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		tp.start = func() {
+			startAll(sw, g)()
+			b.startGenerator(t, v, c.Size, guestMAC0)
+		}
+		tp.count = rxCounter(g, 0)
+
+	case 5: // VM -> NIC
+		v, innerMAC := wire(t)
+		if xvs {
+			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
+		} else {
+			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
+		}
+		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, map[int]string{0: innerMAC})
+		tp.start = startAll(sw, g)
+		tp.count = nsRxCounter(v)
+
+	case 6: // NIC <-> VM latency
+		v, innerMAC := wire(t)
+		if xvs {
+			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
+		} else {
+			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
+		}
+		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "macswap", c.Size, nil)
+		tp.start = startAll(sw, g)
+		tp.probe = func(dur time.Duration) (*Latency, error) {
+			return probeRTT(v.NS, v.Inner, innerMAC, guestMAC0, guestCPU, c.Size, dur)
+		}
+
+	case 7: // idle: a NIC and a connected guest, no traffic.
+		v, _ := wire(t)
+		if xvs {
+			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
+		} else {
+			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
+		}
+		// The guest's ports are up (its rings are set up, the switch sees
+		// it connected) but it does not poll: it sends nothing. (Started
+		// and stopped once, so it has forward statistics to print when it
+		// is shut down.)
+		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		if err := g.Cmd("start"); err != nil {
+			t.Fatalf("%v", err)
+		}
+		if _, err := g.StopForwarding(10 * time.Second); err != nil {
+			t.Fatalf("%v", err)
+		}
+		tp.start = startAll(sw)
+
+	default:
+		t.Fatalf("no scenario %d", c.Scenario)
+	}
+	setPID()
+	return tp
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	vswitch "github.com/xvswitch/xvswitch/switch"
+	"github.com/xvswitch/xvswitch/test"
+)
+
+// This file starts the pieces every scenario is made of, always on the
+// same CPUs (the machine has two; see placement):
+//   - the switching process under test, all its threads on switchCPU:
+//     xvswitch (one worker), or DPDK testpmd (main and forwarding lcore);
+//   - the "guest": a DPDK testpmd with virtio-user ports, all on guestCPU;
+//   - on the wire side, a generator in the namespace, also on guestCPU.
+
+const (
+	switchCPU = 1
+	guestCPU  = 0
+)
+
+// placement is recorded with every result.
+const placement = "switching process (xvswitch: all threads, 1 worker; DPDK: main + forwarding lcore) on CPU 1; " +
+	"guest testpmd (virtio-user; main + forwarding lcore), wire-side generator and latency prober on CPU 0"
+
+// MACs of the guests' ports.
+const (
+	guestMAC0 = "02:00:00:00:aa:01"
+	guestMAC1 = "02:00:00:00:aa:02"
+)
+
+// xvsDaemon is a running `xvswitch run`.
+type xvsDaemon struct {
+	*proc
+	ctl string
+}
+
+// startXvswitch runs xvswitch with one worker, the process confined to
+// cpu (taskset) and the worker pinned there, and waits until its control
+// socket answers (its ports exist by then).
+func (b *bench) startXvswitch(t *runT, name string, cpu int, netns string, args ...string) *xvsDaemon {
+	dir := t.TempDir()
+	ctl := filepath.Join(dir, "ctl.sock")
+	c := strconv.Itoa(cpu)
+	argv := []string{"taskset", "-c", c, b.xvswitch, "run", "--ctl", ctl, "--workers", "1", "--cpus", c}
+	argv = append(argv, args...)
+	if netns != "" {
+		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
+	}
+	d := &xvsDaemon{proc: startProc(t, filepath.Join(b.logDir, t.name2file()+"-"+name+".log"), argv...), ctl: ctl}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := vswitch.Call(ctl, vswitch.Request{Op: "show-ports"}); err == nil {
+			return d
+		}
+		if d.done() {
+			t.Fatalf("xvswitch %s exited: %v\n%s", name, d.err, tail(d.log, 20))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("xvswitch %s did not answer on %s\n%s", name, ctl, tail(d.log, 20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stats reads the daemon's per-port counters.
+func (d *xvsDaemon) stats() ([]vswitch.PortCounters, error) {
+	resp, err := vswitch.Call(d.ctl, vswitch.Request{Op: "show-stats"})
+	return resp.Stats, err
+}
+
+// dropSummary is the daemon's drops, "port:reason=n ...", for the record.
+func (d *xvsDaemon) dropSummary() string {
+	st, err := d.stats()
+	if err != nil {
+		return "stats: " + err.Error()
+	}
+	var parts []string
+	for _, p := range st {
+		for k, v := range p.Drops {
+			parts = append(parts, fmt.Sprintf("%s:%s=%d", p.Name, k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "xvswitch drops: none"
+	}
+	return "xvswitch drops: " + strings.Join(parts, " ")
+}
+
+// guestPort is a virtio-user port as a QEMU guest would configure its
+// virtio-net device: mergeable RX buffers on, IN_ORDER off. The ring is
+// big (4096) because the guest shares its CPU with the generator or
+// prober and is off-CPU for milliseconds at a time.
+func guestPort(sock, ring, mac string) test.TestpmdPort {
+	return test.TestpmdPort{Kind: test.VirtioUser, Path: sock, Packed: ring == "packed",
+		MrgRxbuf: true, QueueSize: 4096, MAC: mac}
+}
+
+// startGuest starts the guest testpmd on guestCPU, interactive, ports up,
+// not forwarding yet.
+func (b *bench) startGuest(t *runT, ports []test.TestpmdPort, mode string, size int, peers map[int]string) *test.Testpmd {
+	return test.StartTestpmd(t, test.TestpmdConfig{
+		Name: "guest", Ports: ports, Mode: mode, FrameSize: size, EthPeers: peers,
+		MainCPU: guestCPU, FwdCPUs: []int{guestCPU},
+		Interactive: true, StatsPeriod: time.Hour, // statistics only when asked
+	})
+}
+
+// startDPDKSwitch starts DPDK's switching testpmd on switchCPU.
+func (b *bench) startDPDKSwitch(t *runT, ports []test.TestpmdPort, mode string, size int) *test.Testpmd {
+	return test.StartTestpmd(t, test.TestpmdConfig{
+		Name: "dpdk-switch", Ports: ports, Mode: mode, FrameSize: size,
+		MainCPU: switchCPU, FwdCPUs: []int{switchCPU},
+		RxD: 1024, TxD: 1024,
+		Interactive: true, StatsPeriod: time.Hour,
+	})
+}
+
+// portStats asks an interactive testpmd for its port counters now and
+// returns the blocks printed after the request.
+func portStats(tp *test.Testpmd, ports ...int) (map[int]test.PortStats, error) {
+	req := time.Now()
+	if err := tp.Cmd("show port stats all"); err != nil {
+		return nil, err
+	}
+	var got map[int]test.PortStats
+	err := tp.WaitStats(func(m map[int]test.PortStats) bool {
+		for _, p := range ports {
+			if !m[p].At.After(req) {
+				return false
+			}
+		}
+		got = m
+		return true
+	}, 10*time.Second)
+	return got, err
+}
+
+// rxCounter counts the frames testpmd's ports received, summed.
+func rxCounter(tp *test.Testpmd, ports ...int) func() (uint64, time.Time, error) {
+	return testpmdCounter(tp, ports, func(s test.PortStats) uint64 { return s.RxPackets })
+}
+
+// txCounter counts the frames testpmd's ports transmitted, summed.
+func txCounter(tp *test.Testpmd, ports ...int) func() (uint64, time.Time, error) {
+	return testpmdCounter(tp, ports, func(s test.PortStats) uint64 { return s.TxPackets })
+}
+
+func testpmdCounter(tp *test.Testpmd, ports []int, field func(test.PortStats) uint64) func() (uint64, time.Time, error) {
+	return func() (uint64, time.Time, error) {
+		m, err := portStats(tp, ports...)
+		if err != nil {
+			return 0, time.Time{}, err
+		}
+		var n uint64
+		var at time.Time
+		for _, p := range ports {
+			n += field(m[p])
+			if at.IsZero() || m[p].At.Before(at) {
+				at = m[p].At
+			}
+		}
+		return n, at, nil
+	}
+}
+
+// nsRxCounter counts the frames a namespace's interface received.
+func nsRxCounter(v *test.Veth) func() (uint64, time.Time, error) {
+	return func() (uint64, time.Time, error) {
+		out, err := v.NS.Exec("cat", "/sys/class/net/"+v.Inner+"/statistics/rx_packets").Output()
+		at := time.Now()
+		if err != nil {
+			return 0, at, err
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
+		return n, at, err
+	}
+}
+
+// wire makes the "NIC": a veth pair whose outer end the switch attaches
+// to and whose inner end lives in a namespace. The MTU fits a 1518-byte
+// frame (1504 bytes of payload); IPv6 is off in the namespace so the
+// kernel sends nothing of its own while frames are counted.
+func wire(t *runT) (*test.Veth, string) {
+	v := test.NewVeth(t, test.VethOptions{MTU: 1600})
+	v.NS.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+	test.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+v.Outer+".disable_ipv6=1")
+	return v, test.MAC(t, v.NS, v.Inner)
+}
+
+// startGenerator runs the wire-side traffic source: an xvswitch in the
+// namespace whose benchmark generator port is cross-connected to the
+// inner end of the veth (AF_XDP copy-mode TX), on guestCPU. The same
+// generator feeds both systems.
+func (b *bench) startGenerator(t *runT, v *test.Veth, size int, dst string) *xvsDaemon {
+	return b.startXvswitch(t, "generator", guestCPU, v.NS.Name,
+		"--nic", v.Inner+",mode=copy,name=wire",
+		"--gen", fmt.Sprintf("gen0,size=%d,dst=%s", size, dst),
+		"--xconnect", "gen0=wire")
+}
