@@ -73,18 +73,6 @@ func (r *Ring) write(p *publisher, id uint16, ln uint32, slots uint16) {
 	r.sincePushed += uint32(slots)
 }
 
-// retire takes buffer id out of flight and returns its record.
-func (r *Ring) retire(id uint16) (inflightBuf, error) {
-	if id >= r.size || r.inflight[id].descs == 0 {
-		return inflightBuf{}, fmt.Errorf("%w: id %d", virtq.ErrUsedNotInFlight, id)
-	}
-	f := r.inflight[id]
-	r.inflight[id].descs = 0
-	r.nInFlight--
-	r.slotsInFlight -= uint32(f.descs)
-	return f, nil
-}
-
 // pushAny writes a used descriptor per entry. It is the hot path of a
 // guest without IN_ORDER, so it keeps the ring position and the flags word
 // in locals and writes them back once.
@@ -132,35 +120,45 @@ func (r *Ring) pushAny(used []virtq.Used, p *publisher) error {
 	return err
 }
 
+// pushInOrder writes one used descriptor per run of entries (see Push).
 func (r *Ring) pushInOrder(used []virtq.Used, p *publisher) error {
-	run := uint16(0) // slots retired since the last used descriptor written
-	var lastWriteLen uint32
+	inflight, order := r.inflight, r.order
+	head, avail := r.orderHead, r.nInFlight
+	var err error
+	var run uint16 // slots retired since the last used descriptor written
+	var retired uint32
+	var lastID uint16
+	var lastLen uint32
+	n := 0
 	for i := range used {
 		u := &used[i]
-		if r.nInFlight == 0 || r.order[r.orderHead] != u.ID {
-			if run != 0 {
-				// A pending run ends with a full buffer (or it would
-				// have been written): complete it before failing.
-				r.write(p, used[i-1].ID, lastWriteLen, run)
-			}
-			return fmt.Errorf("%w: id %d is not the oldest in flight (IN_ORDER)", virtq.ErrUsedNotInFlight, u.ID)
+		if n == avail || order[head] != u.ID {
+			err = fmt.Errorf("%w: id %d is not the oldest in flight (IN_ORDER)", virtq.ErrUsedNotInFlight, u.ID)
+			break
 		}
-		if r.orderHead++; r.orderHead == len(r.order) {
-			r.orderHead = 0
+		if head++; head == len(order) {
+			head = 0
 		}
-		f, err := r.retire(u.ID)
-		if err != nil {
-			return err // unreachable: the order queue holds only ids in flight
+		n++
+		// The order queue holds only ids in flight, so u.ID < size.
+		f := &inflight[u.ID]
+		descs, wl := f.descs, f.writeLen
+		f.descs = 0
+		retired += uint32(descs)
+		run += descs // stays <= size: in-flight chains never take more slots
+		lastID, lastLen = u.ID, min(u.Len, wl)
+		if i+1 < len(used) && lastLen == wl {
+			continue // the driver takes a skipped buffer as completely used
 		}
-		lastWriteLen = f.writeLen
-		// run stays <= size: in-flight chains never take more slots.
-		run += f.descs
-		ln := min(u.Len, f.writeLen)
-		if i+1 < len(used) && ln == f.writeLen {
-			continue
-		}
-		r.write(p, u.ID, ln, run)
+		r.write(p, lastID, lastLen, run)
 		run = 0
 	}
-	return nil
+	if run != 0 {
+		// Complete what was retired before the bad entry.
+		r.write(p, lastID, lastLen, run)
+	}
+	r.orderHead = head
+	r.nInFlight -= n
+	r.slotsInFlight -= retired
+	return err
 }
