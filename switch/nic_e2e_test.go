@@ -47,5 +47,15 @@ func TestNICBridgePing(t *testing.T) {
 	if rx < 8 || tx < 8 {
 		t.Fatalf("echo requests and replies should have crossed the switch: %+v", st)
 	}
+	// What the switch received from each NIC, the XDP program redirected;
+	// the host's own ARP went to the kernel.
+	for _, p := range st {
+		if k := p.Kernel; k["xdp_redirected"] < p.RxPackets || k["af_xdp_rx_dropped"] != 0 {
+			t.Errorf("port %s: rx %d, kernel counters %v", p.Name, p.RxPackets, k)
+		}
+	}
+	if st[0].Kernel["xdp_host_arp_passed"] == 0 {
+		t.Errorf("no ARP for the host's own address was passed to the kernel: %v", st[0].Kernel)
+	}
 	balance(t, s)
 }

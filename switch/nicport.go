@@ -236,3 +236,30 @@ func (q *nicQueue) transmit(fb *frameBurst, mask frameMask, c *burstCounts) {
 	// Complete kicks again, and xsk counts the failure (Counters.KickErrors).
 	_, _ = q.sock.TXSubmit(slot)
 }
+
+// kernelCounters reads the XDP program's verdicts and the sockets' kernel
+// statistics (safe beside the workers: both are syscalls the kernel
+// serialises).
+func (p *nicPort) kernelCounters() map[string]uint64 {
+	k := map[string]uint64{}
+	if c, err := p.steer.Counters(); err == nil {
+		k["xdp_redirected"] = c.Redirected
+		k["xdp_no_socket_passed"] = c.NoSocketPassed
+		k["xdp_not_owned_passed"] = c.NotOwnedPassed
+		k["xdp_host_arp_passed"] = c.HostARPPassed
+		k["xdp_host_nd_passed"] = c.HostNDPassed
+		k["xdp_short_passed"] = c.ShortPassed
+	}
+	for _, q := range p.queues {
+		s, err := q.sock.Stats()
+		if err != nil {
+			continue
+		}
+		k["af_xdp_rx_dropped"] += s.RXDropped
+		k["af_xdp_rx_ring_full"] += s.RXRingFull
+		k["af_xdp_rx_fill_ring_empty"] += s.RXFillRingEmptyDescs
+		k["af_xdp_rx_invalid_descs"] += s.RXInvalidDescs
+		k["af_xdp_tx_invalid_descs"] += s.TXInvalidDescs
+	}
+	return k
+}

@@ -20,6 +20,12 @@ type portDriver interface {
 	close() error
 }
 
+// kernelCounter is implemented by ports whose kernel side keeps counters
+// of its own (see PortCounters.Kernel).
+type kernelCounter interface {
+	kernelCounters() map[string]uint64
+}
+
 // macSteerer is implemented by ports whose XDP program must be told the
 // MACs the switch owns (the VMs' MACs), so the host keeps the rest.
 type macSteerer interface {
@@ -60,5 +66,9 @@ func (p *port) counters() PortCounters {
 	for i := range p.stats {
 		qs[i] = p.stats[i].Snapshot(i)
 	}
-	return SumQueues(p.name, qs)
+	pc := SumQueues(p.name, qs)
+	if k, ok := p.drv.(kernelCounter); ok {
+		pc.Kernel = k.kernelCounters()
+	}
+	return pc
 }

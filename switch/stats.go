@@ -95,6 +95,11 @@ type PortCounters struct {
 	// FloodCopies: see QueueStats.
 	FloodCopies uint64          `json:"flood_copies"`
 	Queues      []QueueCounters `json:"queues"`
+	// Kernel holds what the kernel counted for the port, outside the
+	// switch's own ledger: for a NIC, the XDP program's verdicts and the
+	// AF_XDP sockets' XDP_STATISTICS (frames the kernel dropped before the
+	// switch could receive them, e.g. rx_ring_full).
+	Kernel map[string]uint64 `json:"kernel,omitempty"`
 }
 
 // SumQueues fills the port totals from its queues.

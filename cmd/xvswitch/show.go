@@ -46,6 +46,9 @@ func printShow(w io.Writer, what string, resp vswitch.Response, asJSON bool) err
 		fmt.Fprintln(tw, "PORT\tQUEUE\tRX PKTS\tRX BYTES\tTX PKTS\tTX BYTES\tDROPS")
 		for _, p := range resp.Stats {
 			fmt.Fprintf(tw, "%s\t*\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, drops(p.Drops))
+			if len(p.Kernel) > 0 {
+				fmt.Fprintf(tw, "\tkernel\t\t\t\t\t%s\n", drops(p.Kernel))
+			}
 			if len(p.Queues) > 1 {
 				for _, q := range p.Queues {
 					fmt.Fprintf(tw, "\t%d\t%d\t%d\t%d\t%d\t%s\n", q.Queue, q.RxPackets, q.RxBytes, q.TxPackets, q.TxBytes, drops(q.Drops))
@@ -80,11 +83,17 @@ func drops(m map[string]uint64) string {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
+	for _, k := range keys {
+		if m[k] == 0 {
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
 		fmt.Fprintf(&b, "%s=%d", k, m[k])
+	}
+	if b.Len() == 0 {
+		return "0"
 	}
 	return b.String()
 }
