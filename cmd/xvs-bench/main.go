@@ -38,6 +38,7 @@ type options struct {
 	warmup    time.Duration
 	duration  time.Duration
 	smoke     bool
+	keep      bool     // keep every run's work directory (testpmd logs, sockets)
 	replot    string   // a bench.json to render again instead of measuring
 	args      []string // as given, for the record
 }
@@ -62,6 +63,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 2, "xvswitch/DPDK alternations per case")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "traffic runs this long before the measurement window")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measurement window per run")
+	fs.BoolVar(&o.keep, "keep", false, "keep every run's work directory (testpmd logs); failed runs' are always kept")
 	fs.StringVar(&o.replot, "replot", "", "render the table and chart of an existing bench.json into -out, measuring nothing")
 	smoke := fs.Bool("smoke", false, "smoke run: scenarios 1-7, 64 B, split ring, VM -> VM cross-connected, one round, 0.5 s windows (overrides the others but -out and -xvswitch)")
 	if err := fs.Parse(args); err != nil {
@@ -73,6 +75,7 @@ func parseFlags(args []string) (options, error) {
 	if *smoke {
 		so := smokeOptions(o.out)
 		so.xvswitch = o.xvswitch
+		so.keep = o.keep
 		so.args = args
 		return so, nil
 	}

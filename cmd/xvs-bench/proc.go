@@ -153,3 +153,38 @@ func loadAvg() [3]float64 {
 	}
 	return l
 }
+
+// threadPlacement says which CPUs each thread of pid may run on, grouped
+// by thread name: "dpdk-worker1@1, eal-intr-thread@0, dpdk-testpmd@1 x2".
+func threadPlacement(pid int) string {
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	count := map[string]int{}
+	var order []string
+	for _, tk := range tasks {
+		dir := filepath.Join("/proc", strconv.Itoa(pid), "task", tk.Name())
+		comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
+		status, _ := os.ReadFile(filepath.Join(dir, "status"))
+		cpus := "?"
+		for _, l := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				cpus = strings.TrimSpace(v)
+			}
+		}
+		key := strings.TrimSpace(string(comm)) + "@" + cpus
+		if count[key] == 0 {
+			order = append(order, key)
+		}
+		count[key]++
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = k
+		if count[k] > 1 {
+			parts[i] += fmt.Sprintf(" x%d", count[k])
+		}
+	}
+	return strings.Join(parts, ", ")
+}

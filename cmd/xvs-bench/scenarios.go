@@ -94,11 +94,12 @@ func plan(scenarios []int, sizes []int, rings, modes []string) []Case {
 
 // topo is one system's instance of a case, set up and ready to go.
 type topo struct {
-	pid   int                                   // the switching process
-	start func()                                // starts the traffic (may call t.Fatalf)
-	count func() (uint64, time.Time, error)     // rate cases: cumulative frames
-	probe func(time.Duration) (*Latency, error) // latency cases
-	notes func() string                         // optional: what the run saw (drops)
+	pid      int                                   // the switching process
+	guestPid int                                   // the guest testpmd
+	start    func()                                // starts the traffic (may call t.Fatalf)
+	count    func() (uint64, time.Time, error)     // rate cases: cumulative frames
+	probe    func(time.Duration) (*Latency, error) // latency cases
+	notes    func() string                         // optional: what the run saw (drops)
 }
 
 const (
@@ -146,6 +147,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			sw = b.startDPDKSwitch(t, []test.TestpmdPort{vhost(sock0)}, "rxonly", c.Size)
 		}
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, nil)
+		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.count = txCounter(g, 0)
 
@@ -157,6 +159,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			sw = b.startDPDKSwitch(t, []test.TestpmdPort{vhost(sock0)}, "txonly", c.Size)
 		}
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		tp.guestPid = g.Pid()
 		tp.start = startAll(g, sw)
 		tp.count = rxCounter(g, 0)
 
@@ -175,6 +178,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		// frame keeps circling in its direction.
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0), guestPort(sock1, c.Ring, guestMAC1)},
 			"io", c.Size, map[int]string{0: guestMAC1, 1: guestMAC0})
+		tp.guestPid = g.Pid()
 		tp.start = func() {
 			startAll(sw)()
 			if err := g.Cmd("start tx_first 16"); err != nil {
@@ -191,6 +195,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
 		}
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		tp.guestPid = g.Pid()
 		tp.start = func() {
 			startAll(sw, g)()
 			b.startGenerator(t, v, c.Size, guestMAC0)
@@ -205,6 +210,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
 		}
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, map[int]string{0: innerMAC})
+		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.count = nsRxCounter(v)
 
@@ -216,6 +222,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
 		}
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "macswap", c.Size, nil)
+		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.probe = func(dur time.Duration) (*Latency, error) {
 			return probeRTT(v.NS, v.Inner, innerMAC, guestMAC0, guestCPU, c.Size, dur)
@@ -233,6 +240,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		// and stopped once, so it has forward statistics to print when it
 		// is shut down.)
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		tp.guestPid = g.Pid()
 		if err := g.Cmd("start"); err != nil {
 			t.Fatalf("%v", err)
 		}

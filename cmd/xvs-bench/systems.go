@@ -24,8 +24,10 @@ const (
 )
 
 // placement is recorded with every result.
-const placement = "switching process (xvswitch: all threads, 1 worker; DPDK: main + forwarding lcore) on CPU 1; " +
-	"guest testpmd (virtio-user; main + forwarding lcore), wire-side generator and latency prober on CPU 0"
+const placement = "switch data path on CPU 1 (xvswitch: its one worker thread; DPDK: forwarding lcore, and main lcore); " +
+	"their control threads unpinned (xvswitch's Go runtime; DPDK's go to CPUs without lcores, CPU 0); " +
+	"guest testpmd (virtio-user; main + forwarding lcore), wire-side generator worker and latency prober on CPU 0. " +
+	"Each run records every thread's allowed CPUs (switch_threads, guest_threads in the JSON)"
 
 // MACs of the guests' ports.
 const (
@@ -39,14 +41,15 @@ type xvsDaemon struct {
 	ctl string
 }
 
-// startXvswitch runs xvswitch with one worker, the process confined to
-// cpu (taskset) and the worker pinned there, and waits until its control
-// socket answers (its ports exist by then).
+// startXvswitch runs xvswitch with one worker pinned to cpu, and waits
+// until its control socket answers (its ports exist by then). Like DPDK's
+// control threads, the rest of the process (vhost-user messages, the
+// control socket) is not pinned.
 func (b *bench) startXvswitch(t *runT, name string, cpu int, netns string, args ...string) *xvsDaemon {
 	dir := t.TempDir()
 	ctl := filepath.Join(dir, "ctl.sock")
 	c := strconv.Itoa(cpu)
-	argv := []string{"taskset", "-c", c, b.xvswitch, "run", "--ctl", ctl, "--workers", "1", "--cpus", c}
+	argv := []string{b.xvswitch, "run", "--ctl", ctl, "--workers", "1", "--cpus", c}
 	argv = append(argv, args...)
 	if netns != "" {
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
