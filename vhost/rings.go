@@ -55,7 +55,7 @@ func (d *Device) tryStart(s *session, q *Queue) error {
 		cfg := virtq.Config{
 			Mem: s.mem, Size: uint16(c.num),
 			Desc: c.addr.desc, Driver: c.addr.avail, Device: c.addr.used,
-			Features: s.features, Base: c.base,
+			Features: ringFeatures(s.packed(), q.index, s.features), Base: ringBase(s.packed(), c.base),
 		}
 		r, err := d.cfg.newRing(s.packed(), cfg)
 		if err != nil {
@@ -104,6 +104,35 @@ func (d *Device) mtu(s *session) int {
 		return d.cfg.MTU
 	}
 	return 1500
+}
+
+// ringBase interprets SET_VRING_BASE. For a packed ring QEMU sends both
+// halves (avail index and wrap in bits 0-15, used in bits 16-31), but DPDK's
+// virtio-user sends only the avail half (1<<15 for a fresh ring), and
+// DPDK's own back-end ignores the used half and starts used where avail
+// is. We do the same when the used half is zero. That is always right: a
+// ring is stopped with nothing in flight, so used equals avail, and a used
+// half of zero with a different avail half cannot be a real state.
+func ringBase(packed bool, base uint32) uint32 {
+	if packed && base>>16 == 0 {
+		return base | base<<16
+	}
+	return base
+}
+
+// ringFeatures is the feature word a ring is built with. A packed ring
+// with IN_ORDER batches used descriptors (one for a run of buffers, as the
+// spec allows); DPDK's virtio driver understands such batches only on its
+// transmit queues (DPDK's own back-end batches only there) and loses its
+// place on a receive queue, merged buffers first. On the guest's receive
+// queues the ring therefore writes one used descriptor per buffer, which
+// an in-order driver reads just as well: the buffers are still used in
+// order (virtionet's RX queue consumes them in pop order).
+func ringFeatures(packed bool, index int, f uint64) uint64 {
+	if packed && index%2 == 0 {
+		return f &^ (1 << virtq.FeatureInOrder)
+	}
+	return f
 }
 
 // unpublish stops handing q's ring to the data path and returns the
