@@ -14,6 +14,7 @@ type Run struct {
 	System      string   `json:"system"`
 	Round       int      `json:"round"`
 	Mpps        float64  `json:"mpps,omitempty"`
+	OfferedMpps float64  `json:"offered_mpps,omitempty"` // what the source sent, where the case counts it
 	Packets     uint64   `json:"packets,omitempty"`
 	Seconds     float64  `json:"seconds,omitempty"` // the window the packets were counted in
 	CPUSeconds  float64  `json:"cpu_seconds"`       // the switching process, over WallSeconds
@@ -80,10 +81,25 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 		if err != nil {
 			t.Fatalf("count: %v", err)
 		}
+		var o0, o1 uint64
+		var ot0, ot1 time.Time
+		if tp.offered != nil {
+			if o0, ot0, err = tp.offered(); err != nil {
+				t.Fatalf("offered: %v", err)
+			}
+		}
 		time.Sleep(b.opt.duration)
 		n1, t1, err := tp.count()
 		if err != nil {
 			t.Fatalf("count: %v", err)
+		}
+		if tp.offered != nil {
+			if o1, ot1, err = tp.offered(); err != nil {
+				t.Fatalf("offered: %v", err)
+			}
+			if s := ot1.Sub(ot0).Seconds(); s > 0 {
+				r.OfferedMpps = float64(o1-o0) / s / 1e6
+			}
 		}
 		r.Packets, r.Seconds = n1-n0, t1.Sub(t0).Seconds()
 		if r.Seconds > 0 {
@@ -193,6 +209,9 @@ func (r Run) brief(kind string) string {
 	switch kind {
 	case kindRate:
 		s = fmt.Sprintf("%.3f Mpps (%d frames in %.2f s)", r.Mpps, r.Packets, r.Seconds)
+		if r.OfferedMpps > 0 {
+			s += fmt.Sprintf(" of %.3f Mpps offered", r.OfferedMpps)
+		}
 	case kindLatency:
 		s = fmt.Sprintf("p50 %.1f us p99 %.1f us (%d probes, %d lost)", r.Latency.P50, r.Latency.P99, r.Latency.Probes, r.Latency.Lost)
 	}

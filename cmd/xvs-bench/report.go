@@ -195,7 +195,17 @@ func cell(res Result, sys string) string {
 			runs = append(runs, fmt.Sprintf("%.2f", r.Mpps))
 		}
 	}
-	return fmt.Sprintf("**%.2f Mpps** (%s)", s.BestMpps, strings.Join(runs, ", "))
+	out := fmt.Sprintf("**%.2f Mpps** (%s)", s.BestMpps, strings.Join(runs, ", "))
+	var offered []string
+	for _, r := range res.Runs {
+		if r.System == sys && r.Error == "" && r.OfferedMpps > 0 {
+			offered = append(offered, fmt.Sprintf("%.2f", r.OfferedMpps))
+		}
+	}
+	if len(offered) > 0 {
+		out += " of " + strings.Join(offered, ", ") + " offered"
+	}
+	return out
 }
 
 func ratioCell(res Result) string {

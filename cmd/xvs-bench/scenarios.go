@@ -43,8 +43,8 @@ var instruments = map[int]string{
 	1: "guest testpmd TX-packets (frames the switch took from the ring)",
 	2: "guest testpmd RX-packets",
 	3: "guest testpmd RX-packets, both ports (closed loop primed with start tx_first 16)",
-	4: "guest testpmd RX-packets (generator: xvswitch --gen + AF_XDP TX in the namespace, both systems)",
-	5: "rx_packets of the veth end in the namespace",
+	4: "guest testpmd RX-packets; offered = the generator's AF_XDP TX (xvswitch --gen cross-connected to the veth's inner end, on CPU 0 with the guest, for both systems)",
+	5: "rx_packets of the veth end in the namespace; offered = guest testpmd TX-packets",
 	6: "round trips of one probe at a time: AF_PACKET in the namespace -> switch -> guest testpmd macswap -> switch -> namespace",
 	7: "CPU time of the switching process; guest connected, no traffic",
 }
@@ -99,7 +99,10 @@ type topo struct {
 	start    func()                                // starts the traffic (may call t.Fatalf)
 	count    func() (uint64, time.Time, error)     // rate cases: cumulative frames
 	probe    func(time.Duration) (*Latency, error) // latency cases
-	notes    func() string                         // optional: what the run saw (drops)
+	// offered, if set, counts what the source sent (cumulative frames),
+	// read just after count: the offered load next to the delivered rate.
+	offered func() (uint64, time.Time, error)
+	notes   func() string // optional: what the run saw (drops)
 }
 
 const (
@@ -196,11 +199,21 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		}
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
 		tp.guestPid = g.Pid()
+		var gen *xvsDaemon
 		tp.start = func() {
 			startAll(sw, g)()
-			b.startGenerator(t, v, c.Size, guestMAC0)
+			gen = b.startGenerator(t, v, c.Size, guestMAC0)
 		}
 		tp.count = rxCounter(g, 0)
+		tp.offered = func() (uint64, time.Time, error) {
+			st, err := gen.stats()
+			for _, p := range st {
+				if p.Name == "wire" {
+					return p.TxPackets, time.Now(), err
+				}
+			}
+			return 0, time.Now(), fmt.Errorf("generator: no wire port in %+v (%v)", st, err)
+		}
 
 	case 5: // VM -> NIC
 		v, innerMAC := wire(t)
@@ -213,6 +226,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.count = nsRxCounter(v)
+		tp.offered = txCounter(g, 0)
 
 	case 6: // NIC <-> VM latency
 		v, innerMAC := wire(t)
