@@ -38,6 +38,7 @@ type options struct {
 	warmup    time.Duration
 	duration  time.Duration
 	smoke     bool
+	genCPU    int      // NIC -> VM: the CPU of the wire-side generator
 	keep      bool     // keep every run's work directory (testpmd logs, sockets)
 	replot    string   // a bench.json to render again instead of measuring
 	args      []string // as given, for the record
@@ -47,7 +48,7 @@ type options struct {
 // ring, VM -> VM cross-connected), one round, a fraction of a second each.
 func smokeOptions(out string) options {
 	return options{out: out, scenarios: []int{1, 2, 3, 4, 5, 6, 7}, sizes: []int{64}, rings: []string{"split"}, modes: []string{"xconnect"},
-		rounds: 1, warmup: 300 * time.Millisecond, duration: 500 * time.Millisecond, smoke: true}
+		genCPU: switchCPU, rounds: 1, warmup: 300 * time.Millisecond, duration: 500 * time.Millisecond, smoke: true}
 }
 
 func parseFlags(args []string) (options, error) {
@@ -63,6 +64,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 2, "xvswitch/DPDK alternations per case")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "traffic runs this long before the measurement window")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measurement window per run")
+	fs.IntVar(&o.genCPU, "gen-cpu", switchCPU, "NIC -> VM: the CPU of the wire-side generator (1 shares the switch's, 0 the guest's)")
 	fs.BoolVar(&o.keep, "keep", false, "keep every run's work directory (testpmd logs); failed runs' are always kept")
 	fs.StringVar(&o.replot, "replot", "", "render the table and chart of an existing bench.json into -out, measuring nothing")
 	smoke := fs.Bool("smoke", false, "smoke run: scenarios 1-7, 64 B, split ring, VM -> VM cross-connected, one round, 0.5 s windows (overrides the others but -out and -xvswitch)")
@@ -76,6 +78,7 @@ func parseFlags(args []string) (options, error) {
 		so := smokeOptions(o.out)
 		so.xvswitch = o.xvswitch
 		so.keep = o.keep
+		so.genCPU = o.genCPU
 		so.args = args
 		return so, nil
 	}

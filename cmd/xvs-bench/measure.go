@@ -11,18 +11,19 @@ import (
 
 // Run is one measurement of one system on one case.
 type Run struct {
-	System      string   `json:"system"`
-	Round       int      `json:"round"`
-	Mpps        float64  `json:"mpps,omitempty"`
-	OfferedMpps float64  `json:"offered_mpps,omitempty"` // what the source sent, where the case counts it
-	Packets     uint64   `json:"packets,omitempty"`
-	Seconds     float64  `json:"seconds,omitempty"` // the window the packets were counted in
-	CPUSeconds  float64  `json:"cpu_seconds"`       // the switching process, over WallSeconds
-	WallSeconds float64  `json:"wall_seconds"`
-	CPUPercent  float64  `json:"cpu_percent"` // of one core
-	PeakRSSMiB  float64  `json:"peak_rss_mib"`
-	Latency     *Latency `json:"latency,omitempty"`
-	Load1       float64  `json:"load1_at_start"`
+	System          string   `json:"system"`
+	Round           int      `json:"round"`
+	Mpps            float64  `json:"mpps,omitempty"`
+	OfferedMpps     float64  `json:"offered_mpps,omitempty"` // what the source sent, where the case counts it
+	Packets         uint64   `json:"packets,omitempty"`
+	Seconds         float64  `json:"seconds,omitempty"` // the window the packets were counted in
+	CPUSeconds      float64  `json:"cpu_seconds"`       // the switching process, over WallSeconds
+	WallSeconds     float64  `json:"wall_seconds"`
+	CPUPercent      float64  `json:"cpu_percent"`       // of one core
+	GuestCPUPercent float64  `json:"guest_cpu_percent"` // the guest testpmd's, same window
+	PeakRSSMiB      float64  `json:"peak_rss_mib"`
+	Latency         *Latency `json:"latency,omitempty"`
+	Load1           float64  `json:"load1_at_start"`
 	// Threads: where each thread of the switching process (Switch) and
 	// of the guest testpmd (Guest) may run, read during the run.
 	SwitchThreads string `json:"switch_threads"`
@@ -74,6 +75,7 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	if err != nil {
 		t.Fatalf("switching process: %v", err)
 	}
+	gcpu0, _ := cpuSeconds(tp.guestPid)
 	w0 := time.Now()
 	switch c.Kind {
 	case kindRate:
@@ -125,6 +127,9 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	r.WallSeconds = time.Since(w0).Seconds()
 	r.CPUSeconds = cpu1 - cpu0
 	r.CPUPercent = 100 * r.CPUSeconds / r.WallSeconds
+	if gcpu1, err := cpuSeconds(tp.guestPid); err == nil {
+		r.GuestCPUPercent = 100 * (gcpu1 - gcpu0) / r.WallSeconds
+	}
 	if r.PeakRSSMiB, err = peakRSSMiB(tp.pid); err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -215,7 +220,7 @@ func (r Run) brief(kind string) string {
 	case kindLatency:
 		s = fmt.Sprintf("p50 %.1f us p99 %.1f us (%d probes, %d lost)", r.Latency.P50, r.Latency.P99, r.Latency.Probes, r.Latency.Lost)
 	}
-	return fmt.Sprintf("%s cpu %.2f s (%.0f%%) rss %.1f MiB load %.1f %s", s, r.CPUSeconds, r.CPUPercent, r.PeakRSSMiB, r.Load1, r.Notes)
+	return fmt.Sprintf("%s guest cpu %.0f%%; cpu %.2f s (%.0f%%) rss %.1f MiB load %.1f %s", s, r.GuestCPUPercent, r.CPUSeconds, r.CPUPercent, r.PeakRSSMiB, r.Load1, r.Notes)
 }
 
 func summarize1(runs []Run, sys string) SysSummary {

@@ -43,7 +43,7 @@ var instruments = map[int]string{
 	1: "guest testpmd TX-packets (frames the switch took from the ring)",
 	2: "guest testpmd RX-packets",
 	3: "guest testpmd RX-packets, both ports (closed loop primed with start tx_first 16)",
-	4: "guest testpmd RX-packets; offered = the generator's AF_XDP TX (xvswitch --gen cross-connected to the veth's inner end, on CPU 0 with the guest, for both systems)",
+	4: "guest testpmd RX-packets; offered = the generator's AF_XDP TX (xvswitch --gen cross-connected to the veth's inner end; its worker shares CPU 1 with the switch, see BENCHMARKS.md)",
 	5: "rx_packets of the veth end in the namespace; offered = guest testpmd TX-packets",
 	6: "round trips of one probe at a time: AF_PACKET in the namespace -> switch -> guest testpmd macswap -> switch -> namespace",
 	7: "CPU time of the switching process; guest connected, no traffic",
@@ -202,7 +202,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		var gen *xvsDaemon
 		tp.start = func() {
 			startAll(sw, g)()
-			gen = b.startGenerator(t, v, c.Size, guestMAC0)
+			gen = b.startGenerator(t, v, c.Size, guestMAC0, b.opt.genCPU)
 		}
 		tp.count = rxCounter(g, 0)
 		tp.offered = func() (uint64, time.Time, error) {

@@ -16,7 +16,11 @@ import (
 //   - the switching process under test, all its threads on switchCPU:
 //     xvswitch (one worker), or DPDK testpmd (main and forwarding lcore);
 //   - the "guest": a DPDK testpmd with virtio-user ports, all on guestCPU;
-//   - on the wire side, a generator in the namespace, also on guestCPU.
+//   - on the wire side (NIC -> VM), a generator in the namespace, on
+//     -gen-cpu: by default the switch's CPU. On the guest's CPU it starves
+//     the guest, which then empties its ring a few times a second, and
+//     both systems measure only that; on the switch's CPU the switch gets
+//     half a core and the rate says how well it uses it.
 
 const (
 	switchCPU = 1
@@ -26,7 +30,7 @@ const (
 // placement is recorded with every result.
 const placement = "switch data path on CPU 1 (xvswitch: its one worker thread; DPDK: forwarding lcore, and main lcore); " +
 	"their control threads unpinned (xvswitch's Go runtime; DPDK's go to CPUs without lcores, CPU 0); " +
-	"guest testpmd (virtio-user; main + forwarding lcore), wire-side generator worker and latency prober on CPU 0. " +
+	"guest testpmd (virtio-user; main + forwarding lcore) and latency prober on CPU 0; NIC -> VM's wire-side generator (worker) on CPU 1 with the switch. " +
 	"Each run records every thread's allowed CPUs (switch_threads, guest_threads in the JSON)"
 
 // MACs of the guests' ports.
@@ -197,10 +201,10 @@ func wire(t *runT) (*test.Veth, string) {
 
 // startGenerator runs the wire-side traffic source: an xvswitch in the
 // namespace whose benchmark generator port is cross-connected to the
-// inner end of the veth (AF_XDP copy-mode TX), on guestCPU. The same
-// generator feeds both systems.
-func (b *bench) startGenerator(t *runT, v *test.Veth, size int, dst string) *xvsDaemon {
-	return b.startXvswitch(t, "generator", guestCPU, v.NS.Name,
+// inner end of the veth (AF_XDP copy-mode TX), its worker on cpu. The
+// same generator feeds both systems.
+func (b *bench) startGenerator(t *runT, v *test.Veth, size int, dst string, cpu int) *xvsDaemon {
+	return b.startXvswitch(t, "generator", cpu, v.NS.Name,
 		"--nic", v.Inner+",mode=copy,name=wire",
 		"--gen", fmt.Sprintf("gen0,size=%d,dst=%s", size, dst),
 		"--xconnect", "gen0=wire")
