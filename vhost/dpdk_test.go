@@ -441,3 +441,57 @@ func b01(b bool) int {
 	}
 	return 0
 }
+
+// TestDPDKRestart: the front-end (testpmd's virtio-user) goes away and a
+// new one connects to the same device; frames flow again, counted exactly,
+// and the device reports the lifecycle (ready, stopped, gone, ready).
+func TestDPDKRestart(t *testing.T) {
+	test.RequireRoot(t)
+	test.RequireCommands(t, "dpdk-testpmd", "stdbuf")
+	test.RequireLong(t)
+	sock := filepath.Join(t.TempDir(), "vu.sock")
+	var mu sync.Mutex
+	var kinds []vhost.EventKind
+	d := openDevice(t, vhost.Config{Name: "restart", Path: sock,
+		OnEvent: func(e vhost.Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() }})
+	p := startPoller(t, d)
+	for round := 0; round < 2; round++ {
+		tp := test.StartTestpmd(t, test.TestpmdConfig{
+			Name:        fmt.Sprintf("vu%d", round),
+			Ports:       []test.TestpmdPort{{Kind: test.VirtioUser, Path: sock, Packed: round == 0, MrgRxbuf: true, QueueSize: 1024}},
+			MainCPU:     testpmdCPU,
+			FwdCPUs:     []int{testpmdCPU},
+			Interactive: true,
+			StatsPeriod: 200 * time.Millisecond,
+		})
+		want, err := test.TxonlyFrame(test.TestpmdDefaultPeer(0), tp.MAC(0), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.want.Store(&want)
+		base := p.got.Load()
+		startFwd(t, tp, "txonly")
+		waitFor(t, 20*time.Second, "frames", func() bool { return p.got.Load() > base+1000 })
+		fwd, err := tp.StopForwarding(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := fwd.Ports[0].TxPackets
+		waitFor(t, 10*time.Second, "every frame", func() bool { return p.got.Load()-base >= sent })
+		time.Sleep(50 * time.Millisecond)
+		if got := p.got.Load() - base; got != sent || p.bad.Load() != 0 {
+			t.Fatalf("round %d: testpmd sent %d, device received %d (%d bad)", round, sent, got, p.bad.Load())
+		}
+		if _, err := tp.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the device to notice", func() bool { return !d.Info().Connected })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []vhost.EventKind{vhost.EventConnected, vhost.EventReady, vhost.EventStopped, vhost.EventGone,
+		vhost.EventConnected, vhost.EventReady, vhost.EventStopped, vhost.EventGone}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", kinds, want)
+	}
+}
