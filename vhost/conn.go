@@ -169,5 +169,3 @@ func (mc *msgConn) replyU64(req request, v uint64) error {
 	binary.LittleEndian.PutUint64(b[:], v)
 	return mc.reply(req, b[:])
 }
-
-func (mc *msgConn) close() error { return mc.c.Close() }

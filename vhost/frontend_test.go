@@ -333,7 +333,7 @@ func (g *guestRing) add(bufs ...drivertest.PackedBuf) (uint16, error) {
 	}
 	var sb []drivertest.SplitBuf
 	for _, b := range bufs {
-		sb = append(sb, drivertest.SplitBuf{Addr: b.Addr, Len: b.Len, Write: b.Write})
+		sb = append(sb, drivertest.SplitBuf(b))
 	}
 	id, err := g.s.AddChain(sb, nil)
 	if err == nil {
