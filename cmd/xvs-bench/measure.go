@@ -220,7 +220,7 @@ func (r Run) brief(kind string) string {
 	case kindLatency:
 		s = fmt.Sprintf("p50 %.1f us p99 %.1f us (%d probes, %d lost)", r.Latency.P50, r.Latency.P99, r.Latency.Probes, r.Latency.Lost)
 	}
-	return fmt.Sprintf("%s guest cpu %.0f%%; cpu %.2f s (%.0f%%) rss %.1f MiB load %.1f %s", s, r.GuestCPUPercent, r.CPUSeconds, r.CPUPercent, r.PeakRSSMiB, r.Load1, r.Notes)
+	return fmt.Sprintf("%s guest cpu %.0f%%; cpu %.3f s (%.1f%%) rss %.1f MiB load %.1f %s", s, r.GuestCPUPercent, r.CPUSeconds, r.CPUPercent, r.PeakRSSMiB, r.Load1, r.Notes)
 }
 
 func summarize1(runs []Run, sys string) SysSummary {

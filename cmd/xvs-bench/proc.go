@@ -98,8 +98,42 @@ func tail(path string, n int) string {
 // 100 on every Linux architecture Go runs on.
 const clockTick = 100
 
-// cpuSeconds returns the user + system CPU time of every thread of pid.
+// cpuSeconds returns the CPU time of pid's live threads, from each
+// thread's schedstat (nanoseconds on the CPU), summed: /proc/<pid>/stat
+// counts in 10 ms ticks, too coarse for an idle switch. A thread that
+// exits within the window takes its time with it; neither switch's
+// threads come and go while it runs. Falls back to stat without
+// schedstats.
 func cpuSeconds(pid int) (float64, error) {
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		return 0, err
+	}
+	var ns uint64
+	for _, tk := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", tk.Name(), "schedstat"))
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // the thread just exited
+			}
+			return statCPUSeconds(pid)
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return statCPUSeconds(pid)
+		}
+		n, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			return statCPUSeconds(pid)
+		}
+		ns += n
+	}
+	return float64(ns) / 1e9, nil
+}
+
+// statCPUSeconds returns the user + system CPU time of every thread of
+// pid, from /proc/<pid>/stat (10 ms resolution).
+func statCPUSeconds(pid int) (float64, error) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return 0, err

@@ -105,9 +105,19 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestProcReadings(t *testing.T) {
+	// Burn some CPU so both readings have something to see.
+	x := 0
+	for i := 0; i < 50_000_000; i++ {
+		x ^= i * i
+	}
+	_ = x
 	cpu, err := cpuSeconds(os.Getpid())
-	if err != nil || cpu < 0 {
+	if err != nil || cpu <= 0 {
 		t.Errorf("cpuSeconds: %v %v", cpu, err)
+	}
+	st, err := statCPUSeconds(os.Getpid())
+	if err != nil || st < 0 || st > cpu+0.05 {
+		t.Errorf("statCPUSeconds: %v %v (schedstat %v)", st, err, cpu)
 	}
 	rss, err := peakRSSMiB(os.Getpid())
 	if err != nil || rss <= 0 {
