@@ -35,9 +35,13 @@ type Config struct {
 	// MTU, when non-zero, is offered to the guest (VIRTIO_NET_F_MTU) and
 	// bounds what NET_SET_MTU accepts.
 	MTU int
-	// InOrder offers VIRTIO_F_IN_ORDER. Only set it if the data path
-	// completes every queue's chains in the order it popped them.
-	InOrder bool
+	// NoInOrder stops VIRTIO_F_IN_ORDER from being offered. IN_ORDER is
+	// offered by default because virtionet completes every queue's chains
+	// in the order it popped them (TX Complete and RX Deliver/Flush push in
+	// pop order; checked against DPDK's in-order driver on both ring kinds
+	// and against drivertest's in-order model). A data path that completes
+	// out of order must set it.
+	NoInOrder bool
 	// DisableFeatures removes virtio feature bits from the offer (for
 	// example 1<<virtq.FeatureRingPacked to force the split ring).
 	DisableFeatures uint64

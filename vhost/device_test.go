@@ -25,7 +25,7 @@ func TestNegotiation(t *testing.T) {
 	f := connect(t, d)
 	want := uint64(1)<<virtq.FeatureVersion1 | 1<<virtq.FeatureRingPacked | 1<<virtq.FeatureEventIdx |
 		1<<virtq.FeatureIndirectDesc | 1<<NetFeatureMrgRxbuf | 1<<NetFeatureStatus | 1<<FeatureProtocolFeatures |
-		1<<NetFeatureMTU | 1<<NetFeatureMAC | 1<<NetFeatureMQ
+		1<<NetFeatureMTU | 1<<NetFeatureMAC | 1<<NetFeatureMQ | 1<<virtq.FeatureInOrder
 	if got := f.callU64(reqGetFeatures); got != want {
 		t.Fatalf("GET_FEATURES = %#x, want %#x", got, want)
 	}
@@ -68,10 +68,10 @@ func TestNegotiation(t *testing.T) {
 }
 
 func TestFeaturesOffered(t *testing.T) {
-	d, _, _ := newDevice(t, Config{InOrder: true, DisableFeatures: 1 << virtq.FeatureRingPacked})
+	d, _, _ := newDevice(t, Config{NoInOrder: true, DisableFeatures: 1 << virtq.FeatureRingPacked})
 	f := connect(t, d)
 	got := f.callU64(reqGetFeatures)
-	if !virtq.Has(got, virtq.FeatureInOrder) || virtq.Has(got, virtq.FeatureRingPacked) ||
+	if virtq.Has(got, virtq.FeatureInOrder) || virtq.Has(got, virtq.FeatureRingPacked) ||
 		virtq.Has(got, NetFeatureMAC) || virtq.Has(got, NetFeatureMTU) || virtq.Has(got, NetFeatureMQ) {
 		t.Fatalf("features %#x", got)
 	}

@@ -208,7 +208,7 @@ func TestDPDKVirtioUser(t *testing.T) {
 			sock := filepath.Join(t.TempDir(), "vu.sock")
 			var mu sync.Mutex
 			var evs []vhost.Event
-			d := openDevice(t, vhost.Config{Name: "dpdk", Path: sock, QueuePairs: tc.queues, InOrder: true, MTU: mtu, DisableFeatures: disable,
+			d := openDevice(t, vhost.Config{Name: "dpdk", Path: sock, QueuePairs: tc.queues, MTU: mtu, DisableFeatures: disable,
 				OnEvent: func(e vhost.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }})
 			p := startPoller(t, d)
 			tp := test.StartTestpmd(t, test.TestpmdConfig{

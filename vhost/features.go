@@ -14,7 +14,7 @@ func offeredFeatures(cfg *Config) uint64 {
 		1<<NetFeatureMrgRxbuf |
 		1<<NetFeatureStatus |
 		1<<FeatureProtocolFeatures
-	if cfg.InOrder {
+	if !cfg.NoInOrder {
 		f |= 1 << virtq.FeatureInOrder
 	}
 	if cfg.MTU != 0 {

@@ -36,7 +36,7 @@ func TestInOrderPacked(t *testing.T) {
 
 func startSessionInOrder(t *testing.T) *testSession {
 	t.Helper()
-	d, evs, mu := newDevice(t, Config{InOrder: true})
+	d, evs, mu := newDevice(t, Config{})
 	f := connect(t, d)
 	features := featBase | 1<<virtq.FeatureRingPacked | 1<<virtq.FeatureInOrder
 	f.negotiate(features, protoQEMU)
