@@ -140,6 +140,10 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	// the CPU means something else ran on it, and the rate shows that too.
 	if c.Kind == kindRate && r.CPUPercent < 50 {
 		r.Notes += fmt.Sprintf(" [contended: the switching process got %.0f%% of its CPU]", r.CPUPercent)
+		if r.CPUPercent < 5 {
+			// Starved or stuck? Say what its threads are doing.
+			r.Notes += " [threads: " + threadStates(tp.pid) + "]"
+		}
 	}
 }
 

@@ -222,3 +222,33 @@ func threadPlacement(pid int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// threadStates lists each thread of pid with its scheduler state and, if
+// it sleeps, the kernel function it waits in: "R", "S futex_do_wait".
+// Recorded when a switch that should be polling used almost no CPU, to
+// tell a starved process (R) from a stuck one (S).
+func threadStates(pid int) string {
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, tk := range tasks {
+		dir := filepath.Join("/proc", strconv.Itoa(pid), "task", tk.Name())
+		comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
+		stat, _ := os.ReadFile(filepath.Join(dir, "stat"))
+		wchan, _ := os.ReadFile(filepath.Join(dir, "wchan"))
+		state := "?"
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 {
+			if f := strings.Fields(string(stat)[i+1:]); len(f) > 0 {
+				state = f[0]
+			}
+		}
+		s := fmt.Sprintf("%s/%s:%s", strings.TrimSpace(string(comm)), tk.Name(), state)
+		if w := strings.TrimSpace(string(wchan)); w != "" && w != "0" {
+			s += " " + w
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
+}
