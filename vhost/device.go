@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,8 +75,9 @@ type Device struct {
 	// mu guards the session state below and the queues' ctl; the serve
 	// goroutine holds it while it handles a message.
 	mu      sync.Mutex
-	sess    *session // nil when no front-end is connected
-	lastErr error    // why the last session ended
+	sess    *session      // nil when no front-end is connected
+	curSID  atomic.Uint64 // sess.id, or 0, for Break without d.mu
+	lastErr error         // why the last session ended
 	nextSID uint64
 	closed  bool
 	wg      sync.WaitGroup
@@ -223,13 +225,9 @@ func (d *Device) Info() Info {
 // the guest misbehaving) and closes its connection. It does not wait.
 // Prefer Active.Break, which cannot hit a later session.
 func (d *Device) Break(reason error) {
-	d.mu.Lock()
-	sid := uint64(0)
-	if d.sess != nil {
-		sid = d.sess.id
-	}
-	d.mu.Unlock()
-	if sid != 0 {
+	// No d.mu here: a worker may call Break while the control path holds
+	// d.mu waiting for that worker's burst to end.
+	if sid := d.curSID.Load(); sid != 0 {
 		d.breakSession(sid, -1, reason)
 	}
 }

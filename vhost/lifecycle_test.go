@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/xvswitch/xvswitch/virtq"
 	"github.com/xvswitch/xvswitch/virtq/drivertest"
@@ -337,5 +338,39 @@ func TestDataPathAllocs(t *testing.T) {
 	}
 	if st := s.d.TxQueue(0).Stats(); st.Packets != 101 {
 		t.Fatalf("TX stats %+v", st) // 100 runs + the warm-up
+	}
+}
+
+// TestBreakInsideBurst: a worker that breaks the device while it holds a
+// queue, at the moment the control path waits for that queue, neither
+// blocks nor deadlocks the control path.
+func TestBreakInsideBurst(t *testing.T) {
+	s := startSession(t, Config{}, true, featBase)
+	q := s.d.TxQueue(0)
+	a := q.Begin()
+	if a == nil {
+		t.Fatal("not running")
+	}
+	// GET_VRING_BASE makes the control path wait for this burst (with
+	// d.mu held) before it can answer.
+	if err := s.f.send(reqGetVringBase, flagVersion, stateb(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the control path to wait for the queue", func() bool {
+		return q.cur.Load().act == nil
+	})
+	broke := make(chan struct{})
+	go func() {
+		s.d.Break(errors.New("worker saw garbage"))
+		close(broke)
+	}()
+	select {
+	case <-broke:
+	case <-time.After(ioTimeout):
+		t.Fatal("Device.Break blocked while a burst was open")
+	}
+	q.End()
+	if err := s.f.expectClosed(); err == nil || !strings.Contains(err.Error(), "worker saw garbage") {
+		t.Fatalf("session ended with %v", err)
 	}
 }

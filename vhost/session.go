@@ -55,6 +55,7 @@ func (d *Device) ServeConn(c *net.UnixConn) error {
 	d.nextSID++
 	s := &session{id: d.nextSID, mc: newMsgConn(c)}
 	d.sess = s
+	d.curSID.Store(s.id)
 	// Close waits for the session's teardown.
 	d.wg.Add(1)
 	defer d.wg.Done()
@@ -172,6 +173,7 @@ func (d *Device) endSession(s *session, err error) error {
 	s.maps, s.mem = nil, nil
 	d.updateReady(s)
 	d.sess = nil
+	d.curSID.Store(0)
 	d.lastErr = err
 	evs := s.events
 	s.events = nil
