@@ -93,7 +93,7 @@ type testSession struct {
 	mu     *sync.Mutex
 }
 
-func startSession(t *testing.T, cfg Config, packed bool, features uint64) *testSession {
+func startSession(t testing.TB, cfg Config, packed bool, features uint64) *testSession {
 	t.Helper()
 	d, evs, mu := newDevice(t, cfg)
 	f := connect(t, d)
