@@ -20,9 +20,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -166,12 +169,33 @@ func runBench(o options, log io.Writer) (*Report, error) {
 	}
 	rep := newReport(o)
 	cases := plan(o.scenarios, o.sizes, o.rings, o.modes)
+	// Ctrl-C (or SIGTERM) lets the current run finish and tear down its
+	// namespaces and processes, then writes what was measured; a second
+	// one exits at once (children die with us, namespaces may remain).
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var interrupted atomic.Bool
+	go func() {
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		interrupted.Store(true)
+		fmt.Fprintln(log, "xvs-bench: interrupted: finishing the current run (again to exit now)")
+		if _, ok := <-sigs; ok {
+			os.Exit(130)
+		}
+	}()
 	fmt.Fprintf(log, "xvs-bench: %d cases x %d rounds x 2 systems; load %.2f; process logs in %s\n", len(cases), o.rounds, rep.LoadStart[0], logDir)
 	start := time.Now()
 	for i, c := range cases {
 		fmt.Fprintf(log, "[%d/%d] %s (%s)\n", i+1, len(cases), c.ID, time.Since(start).Round(time.Second))
-		res := b.runCase(c)
+		res := b.runCase(c, &interrupted)
 		rep.add(res)
+		if interrupted.Load() {
+			rep.Interrupted = true
+			break
+		}
 	}
 	rep.finish(time.Since(start))
 	if err := rep.write(o.out); err != nil {

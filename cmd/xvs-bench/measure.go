@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -173,10 +174,13 @@ type Result struct {
 }
 
 // runCase measures c on both systems, alternating them round by round.
-func (b *bench) runCase(c Case) Result {
+func (b *bench) runCase(c Case, stop *atomic.Bool) Result {
 	res := Result{Case: c, Placement: placement}
-	for round := 1; round <= b.opt.rounds; round++ {
+	for round := 1; round <= b.opt.rounds && !stop.Load(); round++ {
 		for _, sys := range []string{sysXvswitch, sysDPDK} {
+			if stop.Load() {
+				break
+			}
 			r := b.runOnce(c, sys, round)
 			if r.Error != "" {
 				// The machine is shared: a process can be starved for

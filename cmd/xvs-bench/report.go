@@ -27,7 +27,9 @@ type Report struct {
 	Guest     string     `json:"guest_config"`
 	Results   []Result   `json:"results"`
 	Failed    int        `json:"failed_runs"`
-	Files     []string   `json:"-"`
+	// Interrupted: the run was stopped early (Ctrl-C); later cases are missing.
+	Interrupted bool     `json:"interrupted,omitempty"`
+	Files       []string `json:"-"`
 }
 
 // Host describes the machine.
@@ -129,7 +131,11 @@ func (r *Report) markdown() string {
 	fmt.Fprintf(&b, "- Command: `%s` (%d rounds of xvswitch then DPDK per case, %s warm-up, %s measured each; took %s)\n", r.Command, r.Rounds, r.Warmup, r.Duration, r.Elapsed)
 	fmt.Fprintf(&b, "- Load average at start %.2f %.2f %.2f, at end %.2f %.2f %.2f\n", r.LoadStart[0], r.LoadStart[1], r.LoadStart[2], r.LoadEnd[0], r.LoadEnd[1], r.LoadEnd[2])
 	fmt.Fprintf(&b, "- CPU placement (both systems): %s\n", r.Placement)
-	fmt.Fprintf(&b, "- Configuration: %s\n\n", r.Guest)
+	fmt.Fprintf(&b, "- Configuration: %s\n", r.Guest)
+	if r.Interrupted {
+		b.WriteString("- **Interrupted**: the run was stopped early; the cases after the last row were not measured\n")
+	}
+	b.WriteString("\n")
 	b.WriteString("Rates are the best run of each system (all runs in brackets); ratio = xvswitch / DPDK (for latency: median round trip, lower is better; idle: CPU, lower is better). CPU is the switching process's CPU time over the measured window (median of the runs) and its share of one core; RSS is its peak resident set (VmHWM).\n\n")
 	b.WriteString("| # | Scenario | Frame | Ring | xvswitch | DPDK | xvs/DPDK | xvswitch CPU | DPDK CPU | xvswitch peak RSS | DPDK peak RSS |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
