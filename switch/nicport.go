@@ -97,21 +97,8 @@ func newNICPort(spec NICSpec) (*nicPort, error) {
 	return p, nil
 }
 
-func (p *nicPort) rxQueues() []rxQueue {
-	out := make([]rxQueue, len(p.queues))
-	for i, q := range p.queues {
-		out[i] = q
-	}
-	return out
-}
-
-func (p *nicPort) txQueues() []txQueue {
-	out := make([]txQueue, len(p.queues))
-	for i, q := range p.queues {
-		out[i] = q
-	}
-	return out
-}
+func (p *nicPort) rxQueues() []rxQueue { return asQueues[rxQueue](p.queues) }
+func (p *nicPort) txQueues() []txQueue { return asQueues[txQueue](p.queues) }
 
 func (p *nicPort) info() PortInfo {
 	mode := "copy"

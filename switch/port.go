@@ -72,3 +72,13 @@ func (p *port) counters() PortCounters {
 	}
 	return pc
 }
+
+// asQueues converts a driver's queue slice to the interface the switch
+// polls or transmits on.
+func asQueues[I any, T any](qs []T) []I {
+	out := make([]I, len(qs))
+	for i, q := range qs {
+		out[i] = any(q).(I)
+	}
+	return out
+}

@@ -95,21 +95,8 @@ func (p *vhostPort) event(e vhost.Event) {
 	slog.Debug("vhost event", "port", p.spec.Name, "event", e.String())
 }
 
-func (p *vhostPort) rxQueues() []rxQueue {
-	out := make([]rxQueue, len(p.rx))
-	for i, q := range p.rx {
-		out[i] = q
-	}
-	return out
-}
-
-func (p *vhostPort) txQueues() []txQueue {
-	out := make([]txQueue, len(p.tx))
-	for i, q := range p.tx {
-		out[i] = q
-	}
-	return out
-}
+func (p *vhostPort) rxQueues() []rxQueue { return asQueues[rxQueue](p.rx) }
+func (p *vhostPort) txQueues() []txQueue { return asQueues[txQueue](p.tx) }
 
 func (p *vhostPort) info() PortInfo {
 	in := p.dev.Info()
