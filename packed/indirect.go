@@ -44,7 +44,7 @@ func (r *Ring) addIndirect(b *virtq.Burst, c *virtq.Chain, addr uint64, ln uint3
 		if flags&flagIndirect != 0 {
 			return fmt.Errorf("%w: entry %d of the table at %#x", virtq.ErrNestedIndirect, j, addr)
 		}
-		err := r.addBuf(b, c, binary.LittleEndian.Uint64(e[offAddr:]), binary.LittleEndian.Uint32(e[offLen:]), flags&flagWrite != 0)
+		err := r.addBuf(b, c, binary.LittleEndian.Uint64(e[offAddr:]), binary.LittleEndian.Uint32(e[offLen:]), flags&r.writeMask != 0)
 		if err != nil {
 			return err
 		}

@@ -87,7 +87,7 @@ func (r *Ring) popOne(b *virtq.Burst, off int, w uint32) bool {
 		return false
 	}
 	c := b.BeginChain()
-	if !r.translate1(b, c, binary.LittleEndian.Uint64(d[offAddr:]), ln, uint16(w>>16)&flagWrite != 0) {
+	if !r.translate1(b, c, binary.LittleEndian.Uint64(d[offAddr:]), ln, uint16(w>>16)&r.writeMask != 0) {
 		b.AbortChain(c)
 		return false
 	}
@@ -136,7 +136,7 @@ func (r *Ring) popChain(b *virtq.Burst, w uint32) error {
 			b.AbortChain(c)
 			return fmt.Errorf("%w: more than %d descriptors", virtq.ErrChainTooLong, virtq.MaxChainDescs)
 		}
-		if err := r.addBuf(b, c, addr, ln, flags&flagWrite != 0); err != nil {
+		if err := r.addBuf(b, c, addr, ln, flags&r.writeMask != 0); err != nil {
 			b.AbortChain(c)
 			return err
 		}

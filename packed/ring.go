@@ -15,7 +15,9 @@ type Ring struct {
 	desc []byte           // size descriptors, 16-byte aligned
 	drv  []byte           // driver event suppression: read by us
 	dev  []byte           // device event suppression: written by us
-	size uint16
+	// writeMask is flagWrite, or 0 on a ReadOnly ring (virtq.Config).
+	writeMask uint16
+	size      uint16
 
 	indirect bool // INDIRECT_DESC negotiated
 	eventIdx bool // EVENT_IDX negotiated
@@ -94,18 +96,22 @@ func New(cfg virtq.Config) (*Ring, error) {
 		return nil, fmt.Errorf("%w: packed: base %#x has an index beyond size %d", virtq.ErrBadConfig, cfg.Base, cfg.Size)
 	}
 	r := &Ring{
-		mem:      cfg.Mem,
-		desc:     desc,
-		drv:      drv,
-		dev:      dev,
-		size:     cfg.Size,
-		indirect: virtq.Has(cfg.Features, virtq.FeatureIndirectDesc),
-		eventIdx: virtq.Has(cfg.Features, virtq.FeatureEventIdx),
-		inOrder:  virtq.Has(cfg.Features, virtq.FeatureInOrder),
-		usedIdx:  usedIdx,
-		usedWrap: cfg.Base&(wrapBit<<16) != 0,
-		inflight: make([]inflightBuf, cfg.Size),
-		kicks:    kicksUnknown,
+		writeMask: flagWrite,
+		mem:       cfg.Mem,
+		desc:      desc,
+		drv:       drv,
+		dev:       dev,
+		size:      cfg.Size,
+		indirect:  virtq.Has(cfg.Features, virtq.FeatureIndirectDesc),
+		eventIdx:  virtq.Has(cfg.Features, virtq.FeatureEventIdx),
+		inOrder:   virtq.Has(cfg.Features, virtq.FeatureInOrder),
+		usedIdx:   usedIdx,
+		usedWrap:  cfg.Base&(wrapBit<<16) != 0,
+		inflight:  make([]inflightBuf, cfg.Size),
+		kicks:     kicksUnknown,
+	}
+	if cfg.ReadOnly {
+		r.writeMask = 0
 	}
 	r.setAvail(availIdx, cfg.Base&wrapBit != 0)
 	// The table has a region: the descriptor ring was found in one.

@@ -104,7 +104,7 @@ func (r *Ring) popChain(b *virtq.Burst, head uint16) error {
 			}
 			flags = 0 // an indirect descriptor ends the chain
 		} else {
-			err = r.addBuf(b, &st, addr, length, flags&descFWrite != 0)
+			err = r.addBuf(b, &st, addr, length, flags&r.writeMask != 0)
 		}
 		if err == nil && flags&descFNext != 0 && uint32(next) >= r.size {
 			err = fmt.Errorf("%w: next %d, ring size %d", virtq.ErrBadID, next, r.size)
@@ -161,7 +161,7 @@ func (r *Ring) walkIndirect(b *virtq.Burst, st *chainState, addr uint64, length 
 		if flags&descFIndirect != 0 {
 			return fmt.Errorf("%w: indirect entry %d", virtq.ErrNestedIndirect, j)
 		}
-		if err := r.addBuf(b, st, lo, length, flags&descFWrite != 0); err != nil {
+		if err := r.addBuf(b, st, lo, length, flags&r.writeMask != 0); err != nil {
 			if err != errNoRoom {
 				err = fmt.Errorf("indirect entry %d: %w", j, err)
 			}

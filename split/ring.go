@@ -14,6 +14,8 @@ type Ring struct {
 	desc  []byte // descriptor table, 16*size bytes, 16-aligned
 	avail []byte // avail ring, 6+2*size bytes, 4-aligned
 	used  []byte // used ring, 6+8*size bytes, 4-aligned
+	// writeMask is descFWrite, or 0 on a ReadOnly ring (virtq.Config).
+	writeMask uint16
 
 	size uint32 // a power of two, 1..32768
 	mask uint16
@@ -90,6 +92,7 @@ func New(cfg virtq.Config) (*Ring, error) {
 		return nil, fmt.Errorf("%w: used ring at %#x: %w", virtq.ErrBadConfig, cfg.Device, err)
 	}
 	r := &Ring{
+		writeMask: descFWrite,
 		mem:       cfg.Mem,
 		desc:      desc,
 		avail:     avail,
@@ -100,6 +103,9 @@ func New(cfg virtq.Config) (*Ring, error) {
 		indirect:  virtq.Has(cfg.Features, virtq.FeatureIndirectDesc),
 		lastAvail: uint16(cfg.Base),
 		inFlight:  make([]bool, size),
+	}
+	if cfg.ReadOnly {
+		r.writeMask = 0
 	}
 	w := guestmem.LoadAcquire32(used, 0)
 	r.usedFlags = uint16(w) & usedFNoNotify

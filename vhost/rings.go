@@ -56,6 +56,8 @@ func (d *Device) tryStart(s *session, q *Queue) error {
 			Mem: s.mem, Size: uint16(c.num),
 			Desc: c.addr.desc, Driver: c.addr.avail, Device: c.addr.used,
 			Features: ringFeatures(s.packed(), q.index, s.features), Base: ringBase(s.packed(), c.base),
+			// The guest's transmit queues (odd indexes) are only read.
+			ReadOnly: q.index%2 == 1,
 		}
 		r, err := d.cfg.newRing(s.packed(), cfg)
 		if err != nil {

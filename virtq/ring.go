@@ -15,6 +15,12 @@ type Config struct {
 	Features uint64
 	// Base is the state from SET_VRING_BASE (see State).
 	Base uint32
+	// ReadOnly says the device only reads this ring's buffers (a
+	// virtio-net transmit queue): WRITE flags are ignored, so every buffer
+	// comes back readable. DPDK 22.11's virtio driver marks the header
+	// descriptor of its packed-ring indirect tables WRITE by mistake;
+	// refusing those chains would break every multi-segment sender.
+	ReadOnly bool
 }
 
 // Ring is the device side of one virtqueue. It is owned by exactly one
