@@ -68,3 +68,20 @@ func Fence(f *uint32) {
 	// (LOCK XADD on amd64, LDADDAL/DMB on arm64).
 	atomic.AddUint32(f, 0)
 }
+
+// ContainsHost reports whether the host address addr lies inside one of
+// m's mappings. A worker that took a memory fault (a front-end truncated
+// the file behind its guest memory) uses it to find which guest did it.
+func (m *Memory) ContainsHost(addr uintptr) bool {
+	for i := range m.regions {
+		h := m.regions[i].Host
+		if len(h) == 0 {
+			continue
+		}
+		base := uintptr(unsafe.Pointer(&h[0]))
+		if addr >= base && addr-base < uintptr(len(h)) {
+			return true
+		}
+	}
+	return false
+}

@@ -22,6 +22,8 @@ type forwarder struct {
 	// the stack, because passing a stack variable to an interface method
 	// makes it escape.
 	rc, tc burstCounts
+	// held is the output queue whose lock the worker holds, if any.
+	held *txBinding
 }
 
 // forward moves one burst from rb to its destinations and returns how many
@@ -103,8 +105,10 @@ func (w *forwarder) forward(snap *snapshot, rb *rxBinding) (int, error) {
 		}
 		tb := out.tx[w.id%len(out.tx)]
 		tb.mu.Lock()
+		w.held = tb // released by recoverFault if the transmit faults
 		tb.q.transmit(&w.fb, m, &w.tc)
 		w.tc.flushTx(tb.stats)
+		w.held = nil
 		tb.mu.Unlock()
 	}
 	rerr := rb.q.release(&w.fb)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync/atomic"
 
+	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/virtionet"
 )
@@ -25,13 +26,17 @@ type vhostPort struct {
 // vhostRx receives the frames a guest sends on one TX virtqueue.
 type vhostRx struct {
 	q   *vhost.Queue
-	act *vhost.Active // between receive and release
+	act *vhost.Active                   // between receive and release
+	mem atomic.Pointer[guestmem.Memory] // as vhostTx.mem
 }
 
 // vhostTx delivers frames into one of a guest's RX virtqueues.
 type vhostTx struct {
 	q      *vhost.Queue
 	frames virtionet.Frames
+	// mem is the guest memory of the last burst, kept to tell whether a
+	// memory fault during it was this guest's (fault.go).
+	mem atomic.Pointer[guestmem.Memory]
 }
 
 // AddVhost adds a vhost-user port.
@@ -136,6 +141,9 @@ func (r *vhostRx) receive(fb *frameBurst, c *burstCounts) (int, error) {
 	if err != nil {
 		a.Break(err)
 	}
+	if r.mem.Load() != a.Mem {
+		r.mem.Store(a.Mem)
+	}
 	frames := a.Tx.Frames()
 	n := frames.Len()
 	if n == 0 {
@@ -174,6 +182,12 @@ func (t *vhostTx) transmit(fb *frameBurst, mask frameMask, c *burstCounts) {
 		c.dropN(DropPortDown, bits.OnesCount32(uint32(mask)))
 		return
 	}
+	// Deferred, so that a fault on guest memory mid-copy still ends the
+	// burst (the worker recovers from it: fault.go).
+	defer t.q.End()
+	if t.mem.Load() != a.Mem {
+		t.mem.Store(a.Mem)
+	}
 	t.frames.Reset()
 	for m := mask; m != 0; m &= m - 1 {
 		f := &fb.f[bits.TrailingZeros32(uint32(m))]
@@ -187,7 +201,6 @@ func (t *vhostTx) transmit(fb *frameBurst, mask frameMask, c *burstCounts) {
 	if err != nil {
 		a.Break(err)
 	}
-	t.q.End()
 }
 
 // countVirtioDrops adds a virtio-net queue's burst drops to c. On the
@@ -213,4 +226,32 @@ var virtioDrop = [virtionet.NumDropReasons]Drop{
 	virtionet.DropGuestBufferTooSmall: DropBufferSmall,
 	virtionet.DropRingBroken:          DropRingBroken,
 	virtionet.DropQueueStopped:        DropPortDown,
+}
+
+// recoverFault: see faultOwner. A receive burst the fault interrupted is
+// ended without completing its chains (the device is broken; the next
+// front-end rebuilds its rings).
+func (p *vhostPort) recoverFault(addr uintptr, err error, ingress rxQueue) bool {
+	mine := false
+	for _, r := range p.rx {
+		if m := r.mem.Load(); m != nil && m.ContainsHost(addr) {
+			mine = true
+		}
+	}
+	for _, t := range p.tx {
+		if m := t.mem.Load(); m != nil && m.ContainsHost(addr) {
+			mine = true
+		}
+	}
+	if !mine {
+		return false
+	}
+	p.dev.Break(err)
+	for _, r := range p.rx {
+		if rxQueue(r) == ingress && r.act != nil {
+			r.act = nil
+			r.q.End()
+		}
+	}
+	return true
 }

@@ -3,6 +3,7 @@ package vswitch
 import (
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,10 @@ func (w *worker) run(done func()) {
 	defer w.running.Store(false)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	// A fault on guest memory (a front-end truncated the file behind it)
+	// becomes a panic that forwardSafe recovers, instead of killing the
+	// process: see fault.go.
+	debug.SetPanicOnFault(true)
 	if w.cpu >= 0 {
 		var set unix.CPUSet
 		set.Set(w.cpu)
@@ -94,7 +99,7 @@ func (w *worker) run(done func()) {
 func (w *worker) pollOnce(snap *snapshot) int {
 	work := 0
 	for _, rb := range snap.polls[w.id] {
-		n, err := w.forward(snap, rb)
+		n, err := w.forwardSafe(snap, rb)
 		if err != nil {
 			rb.port.drv.fail(err)
 		}
