@@ -65,8 +65,18 @@ func removeStale(path string) error {
 	return nil
 }
 
-// acceptLoop accepts front-ends; ServeConn turns away a connection that
-// arrives while another is served.
+// busyGrace is how long a new connection waits for the current one to end.
+const busyGrace = 2 * time.Second
+
+// busy reports whether a front-end connection is being served.
+func (d *Device) busy() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sess != nil
+}
+
+// acceptLoop accepts front-ends. A connection that arrives while another
+// is served waits up to busyGrace for it to end, then is turned away.
 func (d *Device) acceptLoop() {
 	defer d.wg.Done()
 	for {
@@ -85,6 +95,13 @@ func (d *Device) acceptLoop() {
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
+			// A front-end that reconnects (QEMU restarted, or another
+			// process's liveness probe that has just hung up) can arrive
+			// before the old connection's end is seen: give the old
+			// session a moment to end before turning the new one away.
+			for deadline := time.Now().Add(busyGrace); d.busy() && time.Now().Before(deadline) && !d.isClosed(); {
+				time.Sleep(10 * time.Millisecond)
+			}
 			if err := d.ServeConn(c); errors.Is(err, ErrBusy) {
 				d.log.Warn("vhost refused a second front-end connection")
 			}
