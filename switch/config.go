@@ -14,6 +14,7 @@ type Config struct {
 	Workers   int   // poll workers (default 1)
 	CPUs      []int // CPUs to pin workers to, round robin; empty: not pinned
 	Ctl       string
+	Metrics   string        // address of the Prometheus endpoint (":9417"); empty: none
 	FDBAge    time.Duration // learned MACs expire after this (default 300 s)
 	// IdleAfter is how long a worker's queues must be empty before it stops
 	// polling and sleeps in epoll (0: DefaultIdleAfter; negative: never).

@@ -55,6 +55,13 @@ func (s *Switch) Run(ctx context.Context) error {
 		}
 	}
 	go s.housekeep(ctx)
+	if s.cfg.Metrics != "" {
+		go func() {
+			if err := s.ServeMetrics(ctx, s.cfg.Metrics); err != nil {
+				slog.Error("metrics endpoint", "err", err)
+			}
+		}()
+	}
 	slog.Info("xvswitch running", "ports", len(s.cfg.NICs)+len(s.cfg.Vhosts)+len(s.cfg.Gens), "workers", len(s.workers), "ctl", s.cfg.Ctl)
 	return ServeControl(ctx, s.cfg.Ctl, s)
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +18,13 @@ import (
 // and removed at run time show up in `show ports` (table and JSON), a
 // removed vhost port's socket file is gone, and errors are reported.
 func TestCLIAddDelPort(t *testing.T) {
-	d := startDaemon(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := l.Addr().String()
+	l.Close()
+	d := startDaemon(t, "--metrics", metrics)
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "vm-a.sock"), filepath.Join(dir, "vm-b.sock")
 	d.cli(t, "add-port", "--vhost", a+",mac=52:54:00:00:0a:01")
@@ -36,6 +45,24 @@ func TestCLIAddDelPort(t *testing.T) {
 	}
 	if _, err := os.Stat(a); err != nil {
 		t.Fatalf("socket file: %v", err)
+	}
+	// The Prometheus endpoint has a series per port queue and drop reason.
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`xvswitch_rx_packets_total{port="vm-a",queue="0"} 0`,
+		`xvswitch_tx_packets_total{port="second",queue="1"} 0`,
+		`xvswitch_drops_total{port="second",queue="0",reason="no_rx_buffers"} 0`,
+		"xvswitch_fdb_entries 1",
+		"# TYPE xvswitch_drops_total counter",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
 	}
 	d.cli(t, "del-port", "vm-a")
 	if _, err := os.Stat(a); err == nil {

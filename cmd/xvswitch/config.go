@@ -31,6 +31,7 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(repeated(r.addXConnect), "xconnect", "cross-connect two ports: NAME=NAME (repeats)")
 	fs.StringVar(&r.cfg.Ctl, "ctl", vswitch.DefaultCtlPath, "control socket path")
 	fs.IntVar(&r.cfg.Workers, "workers", 1, "poll workers")
+	fs.StringVar(&r.cfg.Metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9417)")
 	fs.Var(repeated(r.setCPUs), "cpus", "CPUs to pin workers to, e.g. 1,2-3")
 	fs.DurationVar(&r.cfg.FDBAge, "fdb-age", 300*time.Second, "learned MAC aging time")
 	fs.DurationVar(&r.cfg.IdleAfter, "idle-after", vswitch.DefaultIdleAfter, "how long queues stay empty before a worker sleeps in epoll (-1ns: never sleep)")
@@ -94,6 +95,8 @@ func (r *runFlags) readConfigFile(in io.Reader, name string) error {
 			err = r.addXConnect(val)
 		case "ctl":
 			r.cfg.Ctl = val
+		case "metrics":
+			r.cfg.Metrics = val
 		case "workers":
 			r.cfg.Workers, err = strconv.Atoi(val)
 		case "cpus":

@@ -22,7 +22,7 @@ const usage = `usage:
                [--vhost PATH[,client][,queues=N][,mac=MAC][,name=NAME]]...
                [--gen NAME,size=N,dst=MAC[,src=MAC]]...  (benchmarks only)
                [--xconnect NAME=NAME]... [--ctl PATH] [--workers N] [--cpus LIST]
-               [--config FILE]
+               [--metrics ADDR] [--idle-after DURATION] [--config FILE]
   xvswitch show ports|fdb|stats [--json] [--ctl PATH]
   xvswitch add-port --nic SPEC | --vhost SPEC [--ctl PATH]
   xvswitch del-port NAME [--ctl PATH]
