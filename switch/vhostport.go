@@ -105,14 +105,14 @@ func (p *vhostPort) txQueues() []txQueue { return asQueues[txQueue](p.tx) }
 
 func (p *vhostPort) info() PortInfo {
 	in := p.dev.Info()
-	ring := "-"
+	detail := p.spec.Path + " no guest"
 	if in.Connected {
-		ring = "split"
+		ring := "split"
 		if in.Packed {
 			ring = "packed"
 		}
+		detail = fmt.Sprintf("%s ring=%s mtu=%d", p.spec.Path, ring, in.MTU)
 	}
-	detail := fmt.Sprintf("%s ring=%s mtu=%d", p.spec.Path, ring, in.MTU)
 	if p.spec.Client {
 		detail += " client"
 	}
