@@ -13,6 +13,9 @@ import (
 // big region below 4 GiB, or the one above), and on the fast path walking
 // the table costs as much as all the rest of a Pop. So the ring remembers
 // the region of the last buffer it translated and tries it first.
+// (guestmem.Hint does the same for the split ring; packed keeps its own copy
+// of the check because here it inlines, and the call to Hint.Translate,
+// too big for Go's inliner, measured ~30 instructions more per frame.)
 //
 // Invariants that keep this as safe as guestmem's own translation:
 //   - hint always points at an element of cfg.Mem.Regions(), which the

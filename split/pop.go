@@ -218,6 +218,15 @@ func (r *Ring) addBuf(b *virtq.Burst, st *chainState, addr uint64, length uint32
 			return fmt.Errorf("%w: readable bytes exceed 4 GiB", virtq.ErrBadLength)
 		}
 	}
+	// The common case: the buffer lies in one region, usually the
+	// previous buffer's (guestmem.Hint).
+	if tail := b.SegTail(); len(tail) > 0 {
+		if host, ok := r.hint.Translate(addr, uint64(length)); ok {
+			tail[0] = host
+			b.AddSegs(c, 1, length, write)
+			return nil
+		}
+	}
 	segs, err := r.mem.AppendSegments(b.SegTail()[:0], addr, uint64(length))
 	if err != nil {
 		if err == guestmem.ErrTooManySegments {

@@ -16,6 +16,7 @@ type Ring struct {
 	used  []byte // used ring, 6+8*size bytes, 4-aligned
 	// writeMask is descFWrite, or 0 on a ReadOnly ring (virtq.Config).
 	writeMask uint16
+	hint      guestmem.Hint // region of the last buffer translated (pop.go)
 
 	size uint32 // a power of two, 1..32768
 	mask uint16
@@ -93,6 +94,7 @@ func New(cfg virtq.Config) (*Ring, error) {
 	}
 	r := &Ring{
 		writeMask: descFWrite,
+		hint:      cfg.Mem.NewHint(),
 		mem:       cfg.Mem,
 		desc:      desc,
 		avail:     avail,
