@@ -15,7 +15,8 @@ import (
 func TestNICBridgePing(t *testing.T) {
 	test.RequireRoot(t)
 	test.RequireCommands(t, "ping")
-	v1 := test.NewVeth(t, test.VethOptions{InnerAddr: "10.91.0.1/24", OuterAddr: "10.91.1.1/24"})
+	// The first NIC has two queues: the port binds a socket to each.
+	v1 := test.NewVeth(t, test.VethOptions{Queues: 2, InnerAddr: "10.91.0.1/24", OuterAddr: "10.91.1.1/24"})
 	v2 := test.NewVeth(t, test.VethOptions{InnerAddr: "10.91.0.2/24"})
 	v1.NS.MustRun(t, "ip", "addr", "add", "10.91.1.2/24", "dev", v1.Inner)
 
@@ -26,6 +27,9 @@ func TestNICBridgePing(t *testing.T) {
 		}
 	}
 	t.Cleanup(s.removeAll)
+	if ports := s.Ports(); ports[0].Queues != 2 || ports[1].Queues != 1 {
+		t.Fatalf("queues: %+v", ports)
+	}
 
 	out, err := v1.NS.Exec("ping", "-c", "5", "-i", "0.2", "-W", "2", "10.91.0.2").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), " 0% packet loss") && !strings.Contains(string(out), "5 received") {

@@ -34,3 +34,14 @@ func TestParseRunFlagsAndFile(t *testing.T) {
 		t.Error("unknown config setting accepted")
 	}
 }
+
+// The example config in the repository parses.
+func TestExampleConfig(t *testing.T) {
+	cfg, err := parseRun([]string{"--config", "../../examples/xvswitch.conf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.NICs) != 1 || len(cfg.Vhosts) != 2 || cfg.Workers != 2 || len(cfg.CPUs) != 2 || cfg.Metrics == "" {
+		t.Fatalf("%+v", cfg)
+	}
+}
