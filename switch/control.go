@@ -19,7 +19,7 @@ const DefaultCtlPath = "/run/xvswitch/ctl.sock"
 // PortInfo is one row of `xvswitch show ports`.
 type PortInfo struct {
 	Name   string `json:"name"`
-	Kind   string `json:"kind"` // "nic" or "vhost"
+	Kind   string `json:"kind"` // "nic", "vhost", or "gen" (the benchmark-only generator)
 	State  string `json:"state"`
 	Queues int    `json:"queues"`
 	Detail string `json:"detail"` // interface and XDP/AF_XDP mode, or socket path and negotiated ring
