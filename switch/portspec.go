@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,13 +31,19 @@ type NICSpec struct {
 	Mode   NICMode `json:"mode"`
 }
 
-// VhostSpec is a vhost-user port: `PATH[,client][,queues=N][,mac=MAC][,name=NAME]`.
+// VhostSpec is a vhost-user port:
+// `PATH[,client][,queues=N][,mac=MAC][,name=NAME][,mode=OCTAL][,group=NAME|GID]`.
 type VhostSpec struct {
 	Name   string `json:"name"`
 	Path   string `json:"path"`
 	Client bool   `json:"client,omitempty"` // xvswitch connects (QEMU server=on)
 	Queues int    `json:"queues"`           // queue pairs, default 1
 	MAC    string `json:"mac,omitempty"`    // the guest's MAC, if known
+	// Mode and GID are the socket file's permissions and group in server
+	// mode (default 0660 and root's group), e.g. group=kvm for QEMU
+	// running as an unprivileged user.
+	Mode os.FileMode `json:"mode,omitempty"`
+	GID  int         `json:"gid,omitempty"`
 }
 
 // XConnect joins two ports: everything one receives goes out of the other.
@@ -131,6 +139,22 @@ func ParseVhost(s string) (VhostSpec, error) {
 			v.MAC = hw.String()
 		case "name":
 			v.Name = val
+		case "mode":
+			m, err := strconv.ParseUint(val, 8, 32)
+			if err != nil || m == 0 || m > 0o777 {
+				return VhostSpec{}, fmt.Errorf("%w: mode=%q: want octal permissions like 0660", ErrBadSpec, val)
+			}
+			v.Mode = os.FileMode(m)
+		case "group":
+			gid, err := strconv.Atoi(val)
+			if err != nil {
+				g, lerr := user.LookupGroup(val)
+				if lerr != nil {
+					return VhostSpec{}, fmt.Errorf("%w: group=%q: %v", ErrBadSpec, val, lerr)
+				}
+				gid, _ = strconv.Atoi(g.Gid)
+			}
+			v.GID = gid
 		default:
 			return VhostSpec{}, fmt.Errorf("%w: --vhost %q: unknown option %q", ErrBadSpec, s, k)
 		}

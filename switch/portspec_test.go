@@ -39,7 +39,14 @@ func TestParseVhost(t *testing.T) {
 	if err != nil || got != want {
 		t.Fatalf("got %+v, %v; want %+v", got, err, want)
 	}
-	for _, bad := range []string{"/x.sock,mac=01:00:5e:00:00:01", "/x.sock,client=yes", "/x.sock,queues=x", "/x.sock,name="} {
+	got, err = ParseVhost("/run/vm2.sock,mode=0600,group=0")
+	if err != nil || got.Mode != 0o600 || got.GID != 0 {
+		t.Fatalf("mode/group: %+v %v", got, err)
+	}
+	if got, err = ParseVhost("/run/vm2.sock,group=root"); err != nil || got.GID != 0 {
+		t.Fatalf("group by name: %+v %v", got, err)
+	}
+	for _, bad := range []string{"/x.sock,mac=01:00:5e:00:00:01", "/x.sock,client=yes", "/x.sock,queues=x", "/x.sock,name=", "/x.sock,mode=999", "/x.sock,group=no-such-group-xvs"} {
 		if _, err := ParseVhost(bad); !errors.Is(err, ErrBadSpec) {
 			t.Errorf("%q: err %v, want ErrBadSpec", bad, err)
 		}

@@ -61,6 +61,8 @@ func (s *Switch) AddVhost(spec VhostSpec) error {
 		Client:     spec.Client,
 		QueuePairs: spec.Queues,
 		MAC:        mac,
+		SocketMode: spec.Mode,
+		SocketGID:  spec.GID,
 		OnEvent:    p.event,
 	})
 	if err != nil {

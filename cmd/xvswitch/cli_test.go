@@ -27,7 +27,7 @@ func TestCLIAddDelPort(t *testing.T) {
 	d := startDaemon(t, "--metrics", metrics)
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "vm-a.sock"), filepath.Join(dir, "vm-b.sock")
-	d.cli(t, "add-port", "--vhost", a+",mac=52:54:00:00:0a:01")
+	d.cli(t, "add-port", "--vhost", a+",mac=52:54:00:00:0a:01,mode=0640")
 	d.cli(t, "add-port", "--vhost", b+",queues=2,name=second")
 	var ports []vswitch.PortInfo
 	if err := json.Unmarshal([]byte(d.cli(t, "show", "ports", "--json")), &ports); err != nil {
@@ -43,8 +43,8 @@ func TestCLIAddDelPort(t *testing.T) {
 	if out := d.cli(t, "show", "fdb"); !strings.Contains(out, "52:54:00:00:0a:01") || !strings.Contains(out, "static") {
 		t.Fatalf("show fdb:\n%s", out)
 	}
-	if _, err := os.Stat(a); err != nil {
-		t.Fatalf("socket file: %v", err)
+	if fi, err := os.Stat(a); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("socket file: %v %v", fi.Mode(), err)
 	}
 	// The Prometheus endpoint has a series per port queue and drop reason.
 	resp, err := http.Get("http://" + metrics + "/metrics")
