@@ -140,6 +140,15 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			}
 		}
 	}
+	// startNICVM starts the switch of scenarios 4-7: the wire's outer
+	// end (AF_XDP) and one vhost port for the guest.
+	startNICVM := func(v *test.Veth) {
+		if xvs {
+			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
+		} else {
+			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
+		}
+	}
 	switch c.Scenario {
 	case 1: // VM -> switch: virtio-user txonly into a port that only receives.
 		if xvs {
@@ -192,11 +201,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 
 	case 4: // NIC -> VM
 		v, _ := wire(t)
-		if xvs {
-			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
-		} else {
-			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
-		}
+		startNICVM(v)
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
 		tp.guestPid = g.Pid()
 		var gen *xvsDaemon
@@ -217,11 +222,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 
 	case 5: // VM -> NIC
 		v, innerMAC := wire(t)
-		if xvs {
-			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
-		} else {
-			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
-		}
+		startNICVM(v)
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, map[int]string{0: innerMAC})
 		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
@@ -230,11 +231,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 
 	case 6: // NIC <-> VM latency
 		v, innerMAC := wire(t)
-		if xvs {
-			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
-		} else {
-			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
-		}
+		startNICVM(v)
 		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "macswap", c.Size, nil)
 		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
@@ -244,11 +241,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 
 	case 7: // idle: a NIC and a connected guest, no traffic.
 		v, _ := wire(t)
-		if xvs {
-			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
-		} else {
-			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
-		}
+		startNICVM(v)
 		// The guest's ports are up (its rings are set up, the switch sees
 		// it connected) but it does not poll: it sends nothing. (Started
 		// and stopped once, so it has forward statistics to print when it
