@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	vswitch "github.com/xvswitch/xvswitch/switch"
+	"github.com/xvswitch/xvswitch/ctl"
 	"github.com/xvswitch/xvswitch/test"
 )
 
@@ -51,32 +51,32 @@ type xvsDaemon struct {
 // control socket) is not pinned.
 func (b *bench) startXvswitch(t *runT, name string, cpu int, netns string, args ...string) *xvsDaemon {
 	dir := t.TempDir()
-	ctl := filepath.Join(dir, "ctl.sock")
+	sock := filepath.Join(dir, "ctl.sock")
 	c := strconv.Itoa(cpu)
-	argv := []string{b.xvswitch, "run", "--ctl", ctl, "--workers", "1", "--cpus", c}
+	argv := []string{b.xvswitch, "run", "--ctl", sock, "--workers", "1", "--cpus", c}
 	argv = append(argv, args...)
 	if netns != "" {
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
 	}
-	d := &xvsDaemon{proc: startProc(t, filepath.Join(b.logDir, t.name2file()+"-"+name+".log"), argv...), ctl: ctl}
+	d := &xvsDaemon{proc: startProc(t, filepath.Join(b.logDir, t.name2file()+"-"+name+".log"), argv...), ctl: sock}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if _, err := vswitch.Call(ctl, vswitch.Request{Op: "show-ports"}); err == nil {
+		if _, err := ctl.Call(sock, ctl.Request{Op: ctl.OpShowPorts}); err == nil {
 			return d
 		}
 		if d.done() {
 			t.Fatalf("xvswitch %s exited: %v\n%s", name, d.err, tail(d.log, 20))
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("xvswitch %s did not answer on %s\n%s", name, ctl, tail(d.log, 20))
+			t.Fatalf("xvswitch %s did not answer on %s\n%s", name, sock, tail(d.log, 20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // stats reads the daemon's per-port counters.
-func (d *xvsDaemon) stats() ([]vswitch.PortCounters, error) {
-	resp, err := vswitch.Call(d.ctl, vswitch.Request{Op: "show-stats"})
+func (d *xvsDaemon) stats() ([]ctl.PortCounters, error) {
+	resp, err := ctl.Call(d.ctl, ctl.Request{Op: ctl.OpShowStats})
 	return resp.Stats, err
 }
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	vswitch "github.com/xvswitch/xvswitch/switch"
+	"github.com/xvswitch/xvswitch/ctl"
 )
 
 // TestCLIAddDelPort drives a running daemon through its CLI: ports added
@@ -29,7 +29,7 @@ func TestCLIAddDelPort(t *testing.T) {
 	a, b := filepath.Join(dir, "vm-a.sock"), filepath.Join(dir, "vm-b.sock")
 	d.cli(t, "add-port", "--vhost", a+",mac=52:54:00:00:0a:01,mode=0640")
 	d.cli(t, "add-port", "--vhost", b+",queues=2,name=second")
-	var ports []vswitch.PortInfo
+	var ports []ctl.PortInfo
 	if err := json.Unmarshal([]byte(d.cli(t, "show", "ports", "--json")), &ports); err != nil {
 		t.Fatal(err)
 	}

@@ -10,12 +10,23 @@ import (
 	"strings"
 	"time"
 
-	vswitch "github.com/xvswitch/xvswitch/switch"
+	"github.com/xvswitch/xvswitch/ctl"
+	"github.com/xvswitch/xvswitch/framegen"
+	"github.com/xvswitch/xvswitch/portspec"
+	"github.com/xvswitch/xvswitch/vswitch"
 )
+
+// settings is everything `xvswitch run` is told, by flags or a config
+// file: the switch's configuration and what the daemon around it runs.
+type settings struct {
+	vswitch.Config
+	Gens    []portspec.Gen // benchmark-only generator ports (framegen)
+	Metrics string         // address of the Prometheus endpoint (":9417"); empty: none
+}
 
 // runFlags collects `xvswitch run` flags. Flags that name ports repeat.
 type runFlags struct {
-	cfg    vswitch.Config
+	cfg    settings
 	config string
 }
 
@@ -29,7 +40,7 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(repeated(r.addVhost), "vhost", "a vhost-user port: PATH[,client][,queues=N][,mac=MAC][,name=NAME][,mode=0660][,group=kvm] (repeats)")
 	fs.Var(repeated(r.addGen), "gen", "benchmarks only: a frame generator port sending as fast as it is polled: NAME,size=N,dst=MAC[,src=MAC] (repeats)")
 	fs.Var(repeated(r.addXConnect), "xconnect", "cross-connect two ports: NAME=NAME (repeats)")
-	fs.StringVar(&r.cfg.Ctl, "ctl", vswitch.DefaultCtlPath, "control socket path")
+	fs.StringVar(&r.cfg.Ctl, "ctl", ctl.DefaultPath, "control socket path")
 	fs.IntVar(&r.cfg.Workers, "workers", 1, "poll workers")
 	fs.StringVar(&r.cfg.Metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9417)")
 	fs.Var(repeated(r.setCPUs), "cpus", "CPUs to pin workers to, e.g. 1,2-3")
@@ -39,31 +50,31 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 }
 
 func (r *runFlags) addNIC(s string) error {
-	n, err := vswitch.ParseNIC(s)
+	n, err := portspec.ParseNIC(s)
 	r.cfg.NICs = append(r.cfg.NICs, n)
 	return err
 }
 
 func (r *runFlags) addVhost(s string) error {
-	v, err := vswitch.ParseVhost(s)
+	v, err := portspec.ParseVhost(s)
 	r.cfg.Vhosts = append(r.cfg.Vhosts, v)
 	return err
 }
 
 func (r *runFlags) addGen(s string) error {
-	g, err := vswitch.ParseGen(s)
+	g, err := portspec.ParseGen(s)
 	r.cfg.Gens = append(r.cfg.Gens, g)
 	return err
 }
 
 func (r *runFlags) addXConnect(s string) error {
-	x, err := vswitch.ParseXConnect(s)
+	x, err := portspec.ParseXConnect(s)
 	r.cfg.XConnects = append(r.cfg.XConnects, x)
 	return err
 }
 
 func (r *runFlags) setCPUs(s string) error {
-	c, err := vswitch.ParseCPUList(s)
+	c, err := portspec.ParseCPUList(s)
 	r.cfg.CPUs = c
 	return err
 }
@@ -116,7 +127,7 @@ func (r *runFlags) readConfigFile(in io.Reader, name string) error {
 }
 
 // parseRun parses `xvswitch run` arguments, reading --config first.
-func parseRun(args []string) (vswitch.Config, error) {
+func parseRun(args []string) (settings, error) {
 	// Find --config before the rest so the command line overrides the file.
 	pre := flag.NewFlagSet("run", flag.ContinueOnError)
 	pre.SetOutput(io.Discard)
@@ -131,18 +142,25 @@ func parseRun(args []string) (vswitch.Config, error) {
 	if file != "" {
 		f, err := os.Open(file)
 		if err != nil {
-			return vswitch.Config{}, err
+			return settings{}, err
 		}
 		defer f.Close()
 		if err := r.readConfigFile(f, file); err != nil {
-			return vswitch.Config{}, err
+			return settings{}, err
 		}
 	}
 	if err := fs.Parse(args); err != nil {
-		return vswitch.Config{}, err
+		return settings{}, err
 	}
 	if fs.NArg() > 0 {
-		return vswitch.Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return settings{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, g := range r.cfg.Gens {
+		p, err := framegen.New(g)
+		if err != nil {
+			return settings{}, err
+		}
+		r.cfg.Others = append(r.cfg.Others, vswitch.NamedPort{Name: g.Name, Driver: p})
 	}
 	err := r.cfg.Validate()
 	return r.cfg, err

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	vswitch "github.com/xvswitch/xvswitch/switch"
+	"github.com/xvswitch/xvswitch/ctl"
 )
 
 // Helpers that run the xvswitch binary under test as a daemon and drive
@@ -73,7 +73,7 @@ func startDaemon(t *testing.T, args ...string) *runningDaemon {
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := vswitch.Call(d.ctl, vswitch.Request{Op: "show-ports"}); err == nil {
+		if _, err := ctl.Call(d.ctl, ctl.Request{Op: "show-ports"}); err == nil {
 			return d
 		}
 		select {
@@ -115,9 +115,9 @@ func (d *runningDaemon) cli(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-func (d *runningDaemon) stats(t *testing.T) []vswitch.PortCounters {
+func (d *runningDaemon) stats(t *testing.T) []ctl.PortCounters {
 	t.Helper()
-	var st []vswitch.PortCounters
+	var st []ctl.PortCounters
 	if err := json.Unmarshal([]byte(d.cli(t, "show", "stats", "--json")), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func (d *runningDaemon) cpuTicks(t *testing.T) int64 {
 }
 
 // checkBalance: across the switch, received + flood copies = transmitted + dropped.
-func checkBalance(t *testing.T, st []vswitch.PortCounters) {
+func checkBalance(t *testing.T, st []ctl.PortCounters) {
 	t.Helper()
 	var rx, tx, dropped, flood uint64
 	for _, p := range st {

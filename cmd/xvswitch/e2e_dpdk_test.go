@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	vswitch "github.com/xvswitch/xvswitch/switch"
+	"github.com/xvswitch/xvswitch/ctl"
 	"github.com/xvswitch/xvswitch/test"
 )
 
@@ -22,13 +22,13 @@ func rxPackets(t *testing.T, ns *test.NetNS, ifname string) uint64 {
 	return n
 }
 
-func port(st []vswitch.PortCounters, name string) vswitch.PortCounters {
+func port(st []ctl.PortCounters, name string) ctl.PortCounters {
 	for _, p := range st {
 		if p.Name == name {
 			return p
 		}
 	}
-	return vswitch.PortCounters{}
+	return ctl.PortCounters{}
 }
 
 // TestVirtioUserToNIC: DPDK virtio-user (txonly) sends frames into a vhost
@@ -69,7 +69,7 @@ func TestVirtioUserToNIC(t *testing.T) {
 				t.Fatal(err)
 			}
 			sent := fwd.Ports[0].TxPackets
-			var st []vswitch.PortCounters
+			var st []ctl.PortCounters
 			// Wait until the switch has taken every frame testpmd sent.
 			deadline := time.Now().Add(10 * time.Second)
 			for {

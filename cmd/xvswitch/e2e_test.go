@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	vswitch "github.com/xvswitch/xvswitch/switch"
+	"github.com/xvswitch/xvswitch/ctl"
 	"github.com/xvswitch/xvswitch/test"
 )
 
@@ -41,7 +41,7 @@ const (
 // nicVMRun is what one run of the NIC <-> VM topology observed.
 type nicVMRun struct {
 	guest      *test.GuestRun
-	stats      []vswitch.PortCounters
+	stats      []ctl.PortCounters
 	idleCPU    float64 // fraction of one core over the idle window
 	pingOut    string
 	toGuestSHA string

@@ -14,7 +14,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	vswitch "github.com/xvswitch/xvswitch/switch"
+	"github.com/xvswitch/xvswitch/ctl"
+	"github.com/xvswitch/xvswitch/metrics"
+	"github.com/xvswitch/xvswitch/vswitch"
 )
 
 const usage = `usage:
@@ -67,12 +69,19 @@ func daemon(args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	sw, err := vswitch.New(cfg)
+	sw, err := vswitch.New(cfg.Config)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.Metrics != "" {
+		go func() {
+			if err := metrics.Serve(ctx, cfg.Metrics, sw); err != nil {
+				slog.Error("metrics endpoint", "err", err)
+			}
+		}()
+	}
 	err = sw.Run(ctx)
 	slog.Info("xvswitch stopped")
 	return err
@@ -81,7 +90,7 @@ func daemon(args []string) error {
 func show(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("show", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
-	ctl := fs.String("ctl", vswitch.DefaultCtlPath, "control socket")
+	sock := fs.String("ctl", ctl.DefaultPath, "control socket")
 	if len(args) == 0 {
 		return fmt.Errorf("%w: show what? ports, fdb or stats", errUsage)
 	}
@@ -89,11 +98,11 @@ func show(args []string, out io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
 	}
-	op := map[string]string{"ports": "show-ports", "fdb": "show-fdb", "stats": "show-stats"}[what]
+	op := map[string]string{"ports": ctl.OpShowPorts, "fdb": ctl.OpShowFDB, "stats": ctl.OpShowStats}[what]
 	if op == "" {
 		return fmt.Errorf("%w: show %q", errUsage, what)
 	}
-	resp, err := vswitch.Call(*ctl, vswitch.Request{Op: op})
+	resp, err := ctl.Call(*sock, ctl.Request{Op: op})
 	if err != nil {
 		return err
 	}
@@ -104,17 +113,17 @@ func addPort(args []string) error {
 	fs := flag.NewFlagSet("add-port", flag.ContinueOnError)
 	nic := fs.String("nic", "", "an AF_XDP port spec")
 	vhost := fs.String("vhost", "", "a vhost-user port spec")
-	ctl := fs.String("ctl", vswitch.DefaultCtlPath, "control socket")
+	sock := fs.String("ctl", ctl.DefaultPath, "control socket")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return errUsage
 	}
-	_, err := vswitch.Call(*ctl, vswitch.Request{Op: "add-port", NIC: *nic, Vhost: *vhost})
+	_, err := ctl.Call(*sock, ctl.Request{Op: ctl.OpAddPort, NIC: *nic, Vhost: *vhost})
 	return err
 }
 
 func delPort(args []string) error {
 	fs := flag.NewFlagSet("del-port", flag.ContinueOnError)
-	ctl := fs.String("ctl", vswitch.DefaultCtlPath, "control socket")
+	sock := fs.String("ctl", ctl.DefaultPath, "control socket")
 	if len(args) == 0 {
 		return errUsage
 	}
@@ -122,6 +131,6 @@ func delPort(args []string) error {
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 		return errUsage
 	}
-	_, err := vswitch.Call(*ctl, vswitch.Request{Op: "del-port", Name: name})
+	_, err := ctl.Call(*sock, ctl.Request{Op: ctl.OpDelPort, Name: name})
 	return err
 }

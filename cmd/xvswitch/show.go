@@ -8,11 +8,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	vswitch "github.com/xvswitch/xvswitch/switch"
+	"github.com/xvswitch/xvswitch/ctl"
 )
 
 // printShow prints a show command's answer as a table, or as JSON.
-func printShow(w io.Writer, what string, resp vswitch.Response, asJSON bool) error {
+func printShow(w io.Writer, what string, resp ctl.Response, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

@@ -1,0 +1,50 @@
+package ctl
+
+// QueueCounters is one queue's row of `xvswitch show stats --json`.
+type QueueCounters struct {
+	Queue     int               `json:"queue"`
+	RxPackets uint64            `json:"rx_packets"`
+	TxPackets uint64            `json:"tx_packets"`
+	RxBytes   uint64            `json:"rx_bytes"`
+	TxBytes   uint64            `json:"tx_bytes"`
+	Drops     map[string]uint64 `json:"drops"` // by reason; reasons with no drops are left out
+	// FloodCopies counts the extra copies flooding made: a frame received
+	// once and flooded to k ports adds k-1. With it, across the switch,
+	// received + flood copies = transmitted + dropped.
+	FloodCopies uint64 `json:"flood_copies"`
+}
+
+// PortCounters is one port's row of `xvswitch show stats --json`: its
+// totals, and the same per queue.
+type PortCounters struct {
+	Name      string            `json:"name"`
+	RxPackets uint64            `json:"rx_packets"`
+	TxPackets uint64            `json:"tx_packets"`
+	RxBytes   uint64            `json:"rx_bytes"`
+	TxBytes   uint64            `json:"tx_bytes"`
+	Drops     map[string]uint64 `json:"drops"`
+	// FloodCopies: see QueueCounters.
+	FloodCopies uint64          `json:"flood_copies"`
+	Queues      []QueueCounters `json:"queues"`
+	// Kernel holds what the kernel counted for the port, outside the
+	// switch's own ledger: for a NIC, the XDP program's verdicts and the
+	// AF_XDP sockets' XDP_STATISTICS (frames the kernel dropped before the
+	// switch could receive them, e.g. rx_ring_full).
+	Kernel map[string]uint64 `json:"kernel,omitempty"`
+}
+
+// SumQueues makes a port's row: its queues and their totals.
+func SumQueues(name string, qs []QueueCounters) PortCounters {
+	p := PortCounters{Name: name, Drops: map[string]uint64{}, Queues: qs}
+	for _, q := range qs {
+		p.RxPackets += q.RxPackets
+		p.TxPackets += q.TxPackets
+		p.RxBytes += q.RxBytes
+		p.TxBytes += q.TxBytes
+		p.FloodCopies += q.FloodCopies
+		for k, v := range q.Drops {
+			p.Drops[k] += v
+		}
+	}
+	return p
+}

@@ -1,0 +1,47 @@
+package ctl
+
+// DefaultPath is where the daemon listens for the CLI.
+const DefaultPath = "/run/xvswitch/ctl.sock"
+
+// The requests the daemon answers (Request.Op).
+const (
+	OpShowPorts = "show-ports"
+	OpShowFDB   = "show-fdb"
+	OpShowStats = "show-stats"
+	OpAddPort   = "add-port" // Request.NIC or Request.Vhost: a port spec
+	OpDelPort   = "del-port" // Request.Name
+)
+
+// Request is one control-socket request: a JSON object on one line.
+type Request struct {
+	Op    string `json:"op"`              // one of the Op constants
+	NIC   string `json:"nic,omitempty"`   // add-port: a --nic spec
+	Vhost string `json:"vhost,omitempty"` // add-port: a --vhost spec
+	Name  string `json:"name,omitempty"`  // del-port
+}
+
+// Response answers a Request. Error is set when the request failed.
+type Response struct {
+	Error string         `json:"error,omitempty"`
+	Ports []PortInfo     `json:"ports,omitempty"`
+	FDB   []FDBRow       `json:"fdb,omitempty"`
+	Stats []PortCounters `json:"stats,omitempty"`
+}
+
+// PortInfo is one row of `xvswitch show ports`.
+type PortInfo struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"` // "nic", "vhost", or "gen" (the benchmark-only generator)
+	State  string `json:"state"`
+	Queues int    `json:"queues"`
+	Detail string `json:"detail"` // interface and XDP/AF_XDP mode, or socket path and negotiated ring
+	Peer   string `json:"xconnect,omitempty"`
+}
+
+// FDBRow is one row of `xvswitch show fdb`: a MAC and the port it is on.
+type FDBRow struct {
+	MAC    string `json:"mac"`
+	Port   string `json:"port"`
+	Static bool   `json:"static"`
+	Age    uint32 `json:"age_seconds"`
+}

@@ -1,0 +1,53 @@
+package portspec
+
+import "fmt"
+
+// NICMode is how AF_XDP sockets bind to a NIC queue.
+type NICMode string
+
+const (
+	ModeAuto     NICMode = "auto" // try zero-copy, fall back to copy
+	ModeCopy     NICMode = "copy"
+	ModeZeroCopy NICMode = "zerocopy"
+)
+
+// NIC is an AF_XDP port: `IFNAME[,queues=N][,mode=auto|copy|zerocopy][,name=NAME]`.
+type NIC struct {
+	Name   string  `json:"name"`
+	Ifname string  `json:"ifname"`
+	Queues int     `json:"queues,omitempty"` // 0: all of the NIC's queues
+	Mode   NICMode `json:"mode"`
+}
+
+// ParseNIC parses a --nic value.
+func ParseNIC(s string) (NIC, error) {
+	head, opts, err := split(s)
+	if err != nil {
+		return NIC{}, err
+	}
+	n := NIC{Ifname: head, Name: head, Mode: ModeAuto}
+	for k, v := range opts {
+		switch k {
+		case "queues":
+			if n.Queues, err = positive(v, k); err != nil {
+				return NIC{}, err
+			}
+		case "mode":
+			switch m := NICMode(v); m {
+			case ModeAuto, ModeCopy, ModeZeroCopy:
+				n.Mode = m
+			default:
+				return NIC{}, fmt.Errorf("%w: mode=%q: want auto, copy or zerocopy", ErrBadSpec, v)
+			}
+		case "name":
+			n.Name = v
+		default:
+			return NIC{}, fmt.Errorf("%w: --nic %q: unknown option %q", ErrBadSpec, s, k)
+		}
+	}
+	// 15 is IFNAMSIZ less its NUL.
+	if n.Name == "" || len(n.Ifname) > 15 {
+		return NIC{}, fmt.Errorf("%w: --nic %q: bad name or interface", ErrBadSpec, s)
+	}
+	return n, nil
+}

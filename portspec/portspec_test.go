@@ -1,0 +1,94 @@
+package portspec
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestParseNIC(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want NIC
+		bad  bool
+	}{
+		{in: "eth0", want: NIC{Name: "eth0", Ifname: "eth0", Mode: ModeAuto}},
+		{in: "eth0,queues=4,mode=copy,name=uplink", want: NIC{Name: "uplink", Ifname: "eth0", Queues: 4, Mode: ModeCopy}},
+		{in: "eth0,mode=fast", bad: true},
+		{in: "eth0,queues=0", bad: true},
+		{in: "eth0,color=red", bad: true},
+		{in: ",queues=1", bad: true},
+		{in: "averyveryverylongifname", bad: true},
+	} {
+		got, err := ParseNIC(tc.in)
+		if tc.bad {
+			if !errors.Is(err, ErrBadSpec) {
+				t.Errorf("%q: err %v, want ErrBadSpec", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: got %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseVhost(t *testing.T) {
+	got, err := ParseVhost("/run/vm1.sock,client,queues=2,mac=52:54:00:AA:00:01")
+	want := Vhost{Name: "vm1", Path: "/run/vm1.sock", Client: true, Queues: 2, MAC: "52:54:00:aa:00:01"}
+	if err != nil || got != want {
+		t.Fatalf("got %+v, %v; want %+v", got, err, want)
+	}
+	got, err = ParseVhost("/run/vm2.sock,mode=0600,group=0")
+	if err != nil || got.Mode != 0o600 || got.GID != 0 {
+		t.Fatalf("mode/group: %+v %v", got, err)
+	}
+	if got, err = ParseVhost("/run/vm2.sock,group=root"); err != nil || got.GID != 0 {
+		t.Fatalf("group by name: %+v %v", got, err)
+	}
+	for _, bad := range []string{"/x.sock,mac=01:00:5e:00:00:01", "/x.sock,client=yes", "/x.sock,queues=x", "/x.sock,name=", "/x.sock,mode=999", "/x.sock,group=no-such-group-xvs"} {
+		if _, err := ParseVhost(bad); !errors.Is(err, ErrBadSpec) {
+			t.Errorf("%q: err %v, want ErrBadSpec", bad, err)
+		}
+	}
+}
+
+func TestParseXConnectAndCPUs(t *testing.T) {
+	if x, err := ParseXConnect("nic0=vm1"); err != nil || x != (XConnect{"nic0", "vm1"}) {
+		t.Fatalf("got %+v %v", x, err)
+	}
+	for _, bad := range []string{"a", "a=a", "=b"} {
+		if _, err := ParseXConnect(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	c, err := ParseCPUList("0,2-4")
+	if err != nil || !reflect.DeepEqual(c, []int{0, 2, 3, 4}) {
+		t.Fatalf("got %v %v", c, err)
+	}
+	for _, bad := range []string{"3-1", "x", "-1", "1-"} {
+		if _, err := ParseCPUList(bad); !errors.Is(err, ErrBadCPUList) {
+			t.Errorf("%q: err %v, want ErrBadCPUList", bad, err)
+		}
+	}
+}
+
+func TestParseGen(t *testing.T) {
+	g, err := ParseGen("g0,size=1518,dst=02:00:00:00:00:01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Name != "g0" || g.Size != 1518 || g.Dst != "02:00:00:00:00:01" || g.Src != GenDefaultSrc {
+		t.Fatalf("parsed %+v", g)
+	}
+	g, err = ParseGen("g1,dst=02:00:00:00:00:01,src=02:00:00:00:00:09")
+	if err != nil || g.Size != 64 || g.Src != "02:00:00:00:00:09" {
+		t.Fatalf("defaults: %+v %v", g, err)
+	}
+	for _, bad := range []string{"g", "g,size=41,dst=02:00:00:00:00:01", "g,size=9019,dst=02:00:00:00:00:01",
+		"g,dst=zz", "g,dst=02:00:00:00:00:01,colour=red", ",dst=02:00:00:00:00:01"} {
+		if _, err := ParseGen(bad); !errors.Is(err, ErrBadSpec) {
+			t.Errorf("ParseGen(%q): err %v, want ErrBadSpec", bad, err)
+		}
+	}
+}

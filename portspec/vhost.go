@@ -1,0 +1,80 @@
+package portspec
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Vhost is a vhost-user port:
+// `PATH[,client][,queues=N][,mac=MAC][,name=NAME][,mode=OCTAL][,group=NAME|GID]`.
+type Vhost struct {
+	Name   string `json:"name"`
+	Path   string `json:"path"`
+	Client bool   `json:"client,omitempty"` // xvswitch connects (QEMU server=on)
+	Queues int    `json:"queues"`           // queue pairs, default 1
+	MAC    string `json:"mac,omitempty"`    // the guest's MAC, if known
+	// Mode and GID are the socket file's permissions and group in server
+	// mode (default 0660 and root's group), e.g. group=kvm for QEMU
+	// running as an unprivileged user.
+	Mode os.FileMode `json:"mode,omitempty"`
+	GID  int         `json:"gid,omitempty"`
+}
+
+// ParseVhost parses a --vhost value. The port's name defaults to the
+// socket file's name without its extension.
+func ParseVhost(s string) (Vhost, error) {
+	head, opts, err := split(s)
+	if err != nil {
+		return Vhost{}, err
+	}
+	base := filepath.Base(head)
+	v := Vhost{Path: head, Queues: 1, Name: strings.TrimSuffix(base, filepath.Ext(base))}
+	for k, val := range opts {
+		switch k {
+		case "client":
+			if val != "" {
+				return Vhost{}, fmt.Errorf("%w: client takes no value", ErrBadSpec)
+			}
+			v.Client = true
+		case "queues":
+			if v.Queues, err = positive(val, k); err != nil {
+				return Vhost{}, err
+			}
+		case "mac":
+			hw, err := net.ParseMAC(val)
+			if err != nil || len(hw) != 6 || hw[0]&1 != 0 {
+				return Vhost{}, fmt.Errorf("%w: mac=%q: want a unicast Ethernet address", ErrBadSpec, val)
+			}
+			v.MAC = hw.String()
+		case "name":
+			v.Name = val
+		case "mode":
+			m, err := strconv.ParseUint(val, 8, 32)
+			if err != nil || m == 0 || m > 0o777 {
+				return Vhost{}, fmt.Errorf("%w: mode=%q: want octal permissions like 0660", ErrBadSpec, val)
+			}
+			v.Mode = os.FileMode(m)
+		case "group":
+			gid, err := strconv.Atoi(val)
+			if err != nil {
+				g, lerr := user.LookupGroup(val)
+				if lerr != nil {
+					return Vhost{}, fmt.Errorf("%w: group=%q: %v", ErrBadSpec, val, lerr)
+				}
+				gid, _ = strconv.Atoi(g.Gid)
+			}
+			v.GID = gid
+		default:
+			return Vhost{}, fmt.Errorf("%w: --vhost %q: unknown option %q", ErrBadSpec, s, k)
+		}
+	}
+	if v.Name == "" {
+		return Vhost{}, fmt.Errorf("%w: --vhost %q: empty name", ErrBadSpec, s)
+	}
+	return v, nil
+}

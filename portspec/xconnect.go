@@ -1,0 +1,21 @@
+package portspec
+
+import (
+	"fmt"
+	"strings"
+)
+
+// XConnect joins two ports: everything one receives goes out of the other.
+type XConnect struct {
+	A string `json:"a"`
+	B string `json:"b"`
+}
+
+// ParseXConnect parses a --xconnect value, NAME=NAME.
+func ParseXConnect(s string) (XConnect, error) {
+	a, b, ok := strings.Cut(s, "=")
+	if !ok || a == "" || b == "" || a == b {
+		return XConnect{}, fmt.Errorf("%w: --xconnect %q: want NAME=NAME of two different ports", ErrBadSpec, s)
+	}
+	return XConnect{A: a, B: b}, nil
+}

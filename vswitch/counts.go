@@ -1,0 +1,73 @@
+package vswitch
+
+// Counts is a worker's tally of one burst on one queue, flushed into the
+// queue's QueueStats with one atomic add per non-zero field. An ingress
+// queue counts frames received (and those it rejected, also as drops), an
+// egress queue frames transmitted and dropped.
+type Counts struct {
+	packets, bytes uint64
+	floodCopies    uint64
+	drops          [NumDrops]uint32
+	anyDrop        bool
+}
+
+// Frame counts one frame of n bytes.
+func (c *Counts) Frame(n int) {
+	c.packets++
+	c.bytes += uint64(n)
+}
+
+// Frames counts packets frames of bytes in all.
+func (c *Counts) Frames(packets, bytes uint64) {
+	c.packets += packets
+	c.bytes += bytes
+}
+
+// Drop counts one frame dropped for d.
+func (c *Counts) Drop(d Drop) {
+	c.drops[d]++
+	c.anyDrop = true
+}
+
+// DropN counts n frames dropped for d.
+func (c *Counts) DropN(d Drop, n int) {
+	if n > 0 {
+		c.drops[d] += uint32(n)
+		c.anyDrop = true
+	}
+}
+
+func (c *Counts) flushIngress(q *QueueStats) {
+	if c.packets > 0 {
+		q.RxPackets.Add(c.packets)
+		q.RxBytes.Add(c.bytes)
+	}
+	if c.floodCopies > 0 {
+		q.FloodCopies.Add(c.floodCopies)
+		c.floodCopies = 0
+	}
+	c.flushDrops(q)
+	c.packets, c.bytes = 0, 0
+}
+
+func (c *Counts) flushEgress(q *QueueStats) {
+	if c.packets > 0 {
+		q.TxPackets.Add(c.packets)
+		q.TxBytes.Add(c.bytes)
+	}
+	c.flushDrops(q)
+	c.packets, c.bytes = 0, 0
+}
+
+func (c *Counts) flushDrops(q *QueueStats) {
+	if !c.anyDrop {
+		return
+	}
+	for d := range c.drops {
+		if c.drops[d] > 0 {
+			q.Drops[d].Add(uint64(c.drops[d]))
+			c.drops[d] = 0
+		}
+	}
+	c.anyDrop = false
+}

@@ -1,0 +1,50 @@
+package vswitch
+
+// Drop is why a frame was not transmitted. Every frame a port receives is
+// either transmitted (at least once, for a flood) or counted under exactly
+// one Drop at ingress; every copy handed to an output port is transmitted
+// or counted under one Drop at egress.
+type Drop uint8
+
+const (
+	DropNoRxBuffers Drop = iota // the guest had no receive buffers posted
+	DropBufferSmall             // the guest's buffers were too small for the frame (no MRG_RXBUF)
+	DropTxFull                  // the NIC's TX ring or frame pool was full
+	DropPortDown                // the output port is not ready (no guest, ring disabled)
+	DropTooLong                 // longer than the output port's MTU
+	DropMalformed               // shorter than an Ethernet header, or a bad virtio-net header
+	DropRingBroken              // the guest broke its ring; the device is marked broken
+	DropHairpin                 // the destination is the port the frame came in on
+	DropNoDest                  // no other port to send it to (a one-port switch, a dangling cross-connect)
+	NumDrops
+)
+
+var dropNames = [NumDrops]string{
+	DropNoRxBuffers: "no_rx_buffers",
+	DropBufferSmall: "guest_buffer_too_small",
+	DropTxFull:      "tx_full",
+	DropPortDown:    "port_down",
+	DropTooLong:     "too_long",
+	DropMalformed:   "malformed",
+	DropRingBroken:  "ring_broken",
+	DropHairpin:     "hairpin",
+	DropNoDest:      "no_destination",
+}
+
+// String is the reason's name in `show stats` and the metrics.
+func (d Drop) String() string {
+	if d < NumDrops {
+		return dropNames[d]
+	}
+	return "unknown"
+}
+
+// DropReasons lists every reason's name, in order (the metrics endpoint
+// writes a series for each, zeros included).
+func DropReasons() []string {
+	out := make([]string, NumDrops)
+	for d := Drop(0); d < NumDrops; d++ {
+		out[d] = d.String()
+	}
+	return out
+}

@@ -1,0 +1,102 @@
+package vswitch
+
+import (
+	"fmt"
+	"log/slog"
+)
+
+// faultOwner is implemented by ports whose queues touch guest memory.
+type faultOwner interface {
+	// recoverFault reports whether host address addr lies in the port's
+	// guest memory; if so it breaks the device (err says why) and, if
+	// ingress is one of its queues, ends the burst the fault interrupted
+	// there. It runs on the faulting worker: it must not touch queues
+	// other workers poll.
+	recoverFault(addr uintptr, err error, ingress IngressQueue) bool
+}
+
+// memoryFault is what a fault on memory unwinds with when the goroutine
+// runs with debug.SetPanicOnFault: a runtime.Error with the address.
+type memoryFault interface{ Addr() uintptr }
+
+// forwardSafe is forward with the worker's fault handling: the workers run
+// with debug.SetPanicOnFault, so a SIGBUS or SIGSEGV on guest memory
+// unwinds to here.
+func (w *worker) forwardSafe(snap *snapshot, in *ingress) (n int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = 0, w.recoverFault(snap, in, r)
+		}
+	}()
+	return w.forward(snap, in)
+}
+
+// recoverFault cleans up after a fault in the middle of a burst: the output
+// queue's lock is released, the guest whose memory faulted is broken, and
+// the ingress queue's frames are given back (unless they were that
+// guest's). Anything but a memory fault on a guest's memory is a bug and
+// panics on.
+func (w *worker) recoverFault(snap *snapshot, in *ingress, r any) error {
+	f, ok := r.(memoryFault)
+	if !ok {
+		panic(r)
+	}
+	if w.held != nil {
+		w.held.mu.Unlock()
+		w.held = nil
+	}
+	// Whatever the interrupted burst tallied is void.
+	w.rc, w.tc = Counts{}, Counts{}
+	addr := f.Addr()
+	err := fmt.Errorf("%w at %#x: %v", ErrGuestMemoryFault, addr, r)
+	culprit := breakOwner(snap, addr, err, in.q)
+	slog.Error("worker: memory fault in a burst", "worker", w.id, "ingress", in.port.name, "guest", culprit, "err", err)
+	if culprit == "" {
+		// Not guest memory: a bug of ours. Crash loudly rather than
+		// forward on corrupted state.
+		panic(r)
+	}
+	if culprit != in.port.name {
+		// The ingress frames were fine; give their buffers back.
+		w.releaseAfterFault(snap, in)
+	}
+	return nil
+}
+
+// breakOwner finds the port whose guest memory holds addr, breaks it and
+// returns its name ("" if no port owns addr).
+func breakOwner(snap *snapshot, addr uintptr, err error, ingress IngressQueue) string {
+	for _, p := range snap.ports {
+		if p == nil {
+			continue
+		}
+		if o, ok := p.drv.(faultOwner); ok && o.recoverFault(addr, err, ingress) {
+			return p.name
+		}
+	}
+	return ""
+}
+
+// releaseAfterFault returns the ingress queue's frames after a fault on
+// another port's memory. Returning them touches the ingress port's own
+// guest memory: if that faults too, that guest is broken as well. Any
+// other panic is a bug and goes on.
+func (w *worker) releaseAfterFault(snap *snapshot, in *ingress) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		f, ok := r.(memoryFault)
+		if !ok {
+			panic(r)
+		}
+		err := fmt.Errorf("%w at %#x (returning its frames): %v", ErrGuestMemoryFault, f.Addr(), r)
+		culprit := breakOwner(snap, f.Addr(), err, in.q)
+		slog.Error("worker: memory fault returning frames", "worker", w.id, "ingress", in.port.name, "guest", culprit, "err", err)
+		if culprit == "" {
+			panic(r)
+		}
+	}()
+	_ = in.q.Release(&w.fb)
+}

@@ -1,0 +1,118 @@
+package vswitch
+
+// groupBit is the multicast/broadcast bit of a MAC key (first octet's LSB).
+const groupBit = 1 << 40
+
+// ethHeaderLen is what a frame needs to be switched: two MACs and a type.
+const ethHeaderLen = 14
+
+// forwarder is a worker's per-burst state: the burst it receives into and
+// one destination mask per port. It is owned by one worker; nothing in it
+// is shared, so forwarding a burst takes no lock except each output
+// queue's, once per burst.
+type forwarder struct {
+	id      int
+	fdb     *FDB
+	fb      Burst
+	scratch [ethHeaderLen]byte
+	masks   []Mask // per port index: the frames of this burst going there
+	// rc and tc are the ingress and egress tallies; they live here, not on
+	// the stack, because passing a stack variable to an interface method
+	// makes it escape.
+	rc, tc Counts
+	// held is the output queue whose lock the worker holds, if any.
+	held *egress
+}
+
+// forward moves one burst from in to its destinations and returns how many
+// frames it received. Each frame is forwarded or counted as a drop: at
+// ingress (malformed, hairpin, no destination) on in's counters, at egress
+// by the output queue.
+func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
+	rc := &w.rc
+	n, err := in.q.Receive(&w.fb, rc)
+	if n == 0 {
+		rc.flushIngress(in.stats)
+		return 0, err
+	}
+	src := in.port
+	ports := snap.ports
+	if len(w.masks) < len(ports) {
+		w.masks = make([]Mask, len(ports)) // only when the port table grew
+	}
+	masks := w.masks[:len(ports)]
+	clear(masks)
+	var flood Mask
+	peer := int(src.peer.Load()) - 1
+	for i := 0; i < n; i++ {
+		f := &w.fb.f[i]
+		rc.packets++
+		rc.bytes += uint64(f.len)
+		bit := Mask(1) << i
+		h, ok := f.header(w.scratch[:], ethHeaderLen)
+		if !ok {
+			rc.Drop(DropMalformed)
+			continue
+		}
+		if peer >= 0 {
+			masks[peer] |= bit
+			continue
+		}
+		w.fdb.Learn(MACKey(h[6:12]), src.idx)
+		if dst := MACKey(h[0:6]); dst&groupBit == 0 {
+			if p := w.fdb.Lookup(dst); p >= 0 && p < len(ports) && ports[p] != nil {
+				if p == src.idx {
+					rc.Drop(DropHairpin)
+				} else {
+					masks[p] |= bit
+				}
+				continue
+			}
+		}
+		flood |= bit
+	}
+	if peer >= 0 && (peer >= len(ports) || ports[peer] == nil) {
+		// The partner was deleted: nothing can take these frames.
+		rc.DropN(DropNoDest, masks[peer].Count())
+		masks[peer] = 0
+	}
+	if flood != 0 {
+		copies := 0
+		for p, out := range ports {
+			if out == nil || p == src.idx || out.peer.Load() != 0 {
+				continue // cross-connected ports are not on the bridge
+			}
+			masks[p] |= flood
+			copies++
+		}
+		nf := flood.Count()
+		if copies == 0 {
+			rc.DropN(DropNoDest, nf)
+		} else {
+			rc.floodCopies += uint64(nf * (copies - 1))
+		}
+	}
+	for p, m := range masks {
+		if m == 0 {
+			continue
+		}
+		out := ports[p]
+		if len(out.out) == 0 {
+			rc.DropN(DropPortDown, m.Count())
+			continue
+		}
+		eg := out.out[w.id%len(out.out)]
+		eg.mu.Lock()
+		w.held = eg // released by recoverFault if the transmit faults
+		eg.q.Transmit(&w.fb, m, &w.tc)
+		w.tc.flushEgress(eg.stats)
+		w.held = nil
+		eg.mu.Unlock()
+	}
+	rerr := in.q.Release(&w.fb)
+	rc.flushIngress(in.stats)
+	if err == nil {
+		err = rerr
+	}
+	return n, err
+}

@@ -1,0 +1,220 @@
+package vswitch
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/xvswitch/xvswitch/ctl"
+	"github.com/xvswitch/xvswitch/portspec"
+)
+
+func ethFrame(dst, src uint64, payload string) []byte {
+	b := make([]byte, 14, 14+len(payload))
+	for i := 0; i < 6; i++ {
+		b[i] = byte(dst >> (40 - 8*i))
+		b[6+i] = byte(src >> (40 - 8*i))
+	}
+	b[12], b[13] = 0x88, 0xb5 // local experimental ethertype
+	return append(b, payload...)
+}
+
+const bcast = 0xffff_ffff_ffff
+
+// startTestSwitch runs a switch's workers and housekeeping for a test.
+func startTestSwitch(t *testing.T, cfg Config) *Switch {
+	t.Helper()
+	cfg.Ctl = "unused"
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.startWorkers()
+	ctx, cancel := context.WithCancel(context.Background())
+	go s.housekeep(ctx)
+	t.Cleanup(func() {
+		cancel()
+		s.stopWorkers()
+	})
+	return s
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// balance checks received + flood copies = transmitted + dropped, over all ports.
+func balance(t *testing.T, s *Switch) {
+	t.Helper()
+	var rx, tx, dropped, flood uint64
+	for _, p := range s.Stats() {
+		rx += p.RxPackets
+		tx += p.TxPackets
+		flood += p.FloodCopies
+		for _, n := range p.Drops {
+			dropped += n
+		}
+	}
+	if rx+flood != tx+dropped {
+		t.Fatalf("accounting: rx %d + flood copies %d != tx %d + dropped %d\n%+v", rx, flood, tx, dropped, s.Stats())
+	}
+}
+
+func TestLearningBridge(t *testing.T) {
+	s := startTestSwitch(t, Config{Workers: 2})
+	a, b, c := newFakePort(), newFakePort(), newFakePort()
+	for i, f := range []*fakePort{a, b, c} {
+		if _, err := s.addPort(string(rune('a'+i)), f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const macA, macB, macX = 0x0200_0000_000a, 0x0200_0000_000b, 0x0200_0000_00ff
+	// A broadcast floods to every other port and teaches the FDB where A is.
+	a.put(ethFrame(bcast, macA, "hello"))
+	waitFor(t, "flood", func() bool { return len(b.frames()) == 1 && len(c.frames()) == 1 })
+	// B answers A: unicast, only a gets it.
+	b.put(ethFrame(macA, macB, "reply"))
+	waitFor(t, "unicast", func() bool { return len(a.frames()) == 1 })
+	if got := a.frames()[0]; !bytes.Equal(got, ethFrame(macA, macB, "reply")) {
+		t.Fatalf("a got %x", got)
+	}
+	// Unknown unicast floods, never back out of the ingress port.
+	c.put(ethFrame(macX, 0x0200_0000_000c, "who"))
+	waitFor(t, "unknown unicast flood", func() bool { return len(a.frames()) == 2 && len(b.frames()) == 2 })
+	// A frame to a MAC that lives on the ingress port is a hairpin drop;
+	// a runt is malformed.
+	a.put(ethFrame(macA, 0x0200_0000_0010, "loop"), []byte{1, 2, 3})
+	waitFor(t, "drops", func() bool {
+		st := s.Stats()
+		for _, p := range st {
+			if p.Name == "a" {
+				return p.Drops["hairpin"] == 1 && p.Drops["malformed"] == 1
+			}
+		}
+		return false
+	})
+	time.Sleep(20 * time.Millisecond)
+	if len(c.frames()) != 1 || len(b.frames()) != 2 {
+		t.Fatalf("stray frames: b %d, c %d", len(b.frames()), len(c.frames()))
+	}
+	if s.fdb.Lookup(macA) != 0 || s.fdb.Lookup(macB) != 1 {
+		t.Fatalf("fdb: A on %d, B on %d", s.fdb.Lookup(macA), s.fdb.Lookup(macB))
+	}
+	balance(t, s)
+}
+
+func TestCrossConnectAndEgressDrops(t *testing.T) {
+	s := startTestSwitch(t, Config{Workers: 1, XConnects: []portspec.XConnect{{A: "d", B: "e"}},
+		NICs: []portspec.NIC{{Name: "d"}}, Vhosts: []portspec.Vhost{{Name: "e"}}})
+	d, e, bridged := newFakePort(), newFakePort(), newFakePort()
+	s.addPort("d", d, 0)
+	s.addPort("e", e, 0)
+	s.addPort("br", bridged, 0)
+	e.room = 2 // e's guest has room for two frames only
+	for i := 0; i < 5; i++ {
+		d.put(ethFrame(bcast, 0x0200_0000_0001, "x"))
+	}
+	waitFor(t, "cross-connect", func() bool {
+		st := s.Stats()
+		return len(st) == 3 && st[1].TxPackets == 2 && st[1].Drops["no_rx_buffers"] == 3
+	})
+	if len(bridged.frames()) != 0 {
+		t.Fatalf("a cross-connected port's broadcast reached the bridge")
+	}
+	// The bridge port alone on the bridge: its floods have no destination.
+	bridged.put(ethFrame(bcast, 0x0200_0000_0002, "alone"))
+	waitFor(t, "no destination", func() bool { return s.Stats()[2].Drops["no_destination"] == 1 })
+	balance(t, s)
+	if err := s.DelPort("e"); err != nil || !e.closed {
+		t.Fatalf("DelPort: %v, closed %v", err, e.closed)
+	}
+	d.put(ethFrame(bcast, 0x0200_0000_0001, "orphan"))
+	waitFor(t, "orphan drop", func() bool { return s.Stats()[0].Drops["no_destination"] == 1 })
+}
+
+func TestIdleWorkerSleepsAndWakes(t *testing.T) {
+	s := startTestSwitch(t, Config{Workers: 1, IdleAfter: time.Millisecond})
+	a, b := newFakePort(), newFakePort()
+	s.addPort("a", a, 0)
+	s.addPort("b", b, 0)
+	waitFor(t, "worker to sleep", func() bool { return s.workers[0].sleeps.Load() > 0 })
+	for i := 0; i < 3; i++ {
+		before := s.workers[0].sleeps.Load()
+		// Let it settle into epoll, then wake it with traffic.
+		waitFor(t, "worker to sleep again", func() bool { return s.workers[0].sleeps.Load() > before })
+		a.put(ethFrame(bcast, 0x0200_0000_0001, "wake"))
+		waitFor(t, "delivery after sleep", func() bool { return len(b.frames()) == i+1 })
+	}
+	balance(t, s)
+}
+
+func TestForwardAllocs(t *testing.T) {
+	s, err := New(Config{Workers: 1, Ctl: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := newFakePort(), &sinkPort{}
+	s.addPort("a", a, 0)
+	s.addPort("b", b, 0)
+	w := s.workers[0]
+	snap := s.snap.Load()
+	frames := make([][]byte, MaxBurst)
+	for i := range frames {
+		frames[i] = ethFrame(0x0200_0000_0002, 0x0200_0000_0001, "0123456789012345678901234567890123456789012345678901")
+	}
+	s.fdb.AddStatic(0x0200_0000_0002, 1)
+	n := testing.AllocsPerRun(200, func() {
+		a.pending = frames
+		if got, _ := w.forward(snap, snap.polls[0][0]); got != MaxBurst {
+			t.Fatalf("forwarded %d", got)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations per burst", n)
+	}
+	if b.n != 201*MaxBurst {
+		t.Fatalf("sink got %d frames", b.n)
+	}
+}
+
+// sinkPort counts what it is sent, without allocating.
+type sinkPort struct{ n int }
+
+func (p *sinkPort) IngressQueues() []IngressQueue { return nil }
+func (p *sinkPort) EgressQueues() []EgressQueue   { return []EgressQueue{p} }
+func (p *sinkPort) Info() ctl.PortInfo            { return ctl.PortInfo{Kind: "sink"} }
+func (p *sinkPort) Fail(error)                    {}
+func (p *sinkPort) Close() error                  { return nil }
+func (p *sinkPort) Transmit(fb *Burst, m Mask, c *Counts) {
+	p.n += m.Count()
+	c.Frames(uint64(m.Count()), 0)
+}
+
+func BenchmarkForwardBurst32(b *testing.B) {
+	s, _ := New(Config{Workers: 1, Ctl: "x"})
+	a, sink := newFakePort(), &sinkPort{}
+	s.addPort("a", a, 0)
+	s.addPort("b", sink, 0)
+	s.fdb.AddStatic(0x0200_0000_0002, 1)
+	w := s.workers[0]
+	snap := s.snap.Load()
+	frames := make([][]byte, MaxBurst)
+	for i := range frames {
+		frames[i] = ethFrame(0x0200_0000_0002, 0x0200_0000_0001, "0123456789012345678901234567890123456789012345678901")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a.pending = frames
+		w.forward(snap, snap.polls[0][0])
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*MaxBurst), "ns/frame")
+}

@@ -1,0 +1,30 @@
+package vswitch
+
+// snapshot is what workers forward with: the port table and which queues
+// each worker polls. It is immutable; the control plane publishes a new one
+// behind an atomic pointer and waits until every worker has picked it up
+// (worker.seen) before it closes a removed port, so no worker ever touches
+// a closed port's queues or a guest's unmapped memory.
+type snapshot struct {
+	gen   uint64
+	ports []*port      // by port index; nil where a port was deleted
+	polls [][]*ingress // per worker
+}
+
+// buildSnapshot spreads every port's receive queues over the workers,
+// round robin in port and queue order, so a multi-queue port's queues land
+// on different workers.
+func buildSnapshot(gen uint64, ports []*port, workers int) *snapshot {
+	s := &snapshot{gen: gen, ports: ports, polls: make([][]*ingress, workers)}
+	i := 0
+	for _, p := range ports {
+		if p == nil {
+			continue
+		}
+		for _, in := range p.in {
+			s.polls[i%workers] = append(s.polls[i%workers], in)
+			i++
+		}
+	}
+	return s
+}

@@ -1,0 +1,38 @@
+package vswitch
+
+import (
+	"sync/atomic"
+
+	"github.com/xvswitch/xvswitch/ctl"
+)
+
+// QueueStats counts one queue of a port. The worker that polls (or
+// transmits on) the queue adds its burst's totals once per burst, so the
+// atomics cost nothing per frame; readers (the control socket) load them
+// at any time.
+type QueueStats struct {
+	RxPackets, RxBytes atomic.Uint64
+	TxPackets, TxBytes atomic.Uint64
+	Drops              [NumDrops]atomic.Uint64
+	// FloodCopies counts the extra copies flooding made: a frame received
+	// once and flooded to k ports adds k-1. With it, across the switch,
+	// received + flood copies = transmitted + dropped.
+	FloodCopies atomic.Uint64
+}
+
+// snapshot reads the counters as queue number queue's row.
+func (q *QueueStats) snapshot(queue int) ctl.QueueCounters {
+	c := ctl.QueueCounters{
+		Queue:     queue,
+		RxPackets: q.RxPackets.Load(), RxBytes: q.RxBytes.Load(),
+		TxPackets: q.TxPackets.Load(), TxBytes: q.TxBytes.Load(),
+		Drops:       map[string]uint64{},
+		FloodCopies: q.FloodCopies.Load(),
+	}
+	for d := Drop(0); d < NumDrops; d++ {
+		if n := q.Drops[d].Load(); n > 0 {
+			c.Drops[d.String()] = n
+		}
+	}
+	return c
+}

@@ -1,0 +1,214 @@
+package vswitch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Switch is a running xvswitch: ports, workers, FDB.
+type Switch struct {
+	cfg   Config
+	clock Clock
+	fdb   *FDB
+	snap  atomic.Pointer[snapshot]
+
+	mu      sync.Mutex // the control plane: ports, snapshots
+	ports   []*port
+	byName  map[string]*port
+	gen     uint64
+	workers []*worker
+	wg      sync.WaitGroup
+	start   time.Time
+	// fdbChanged wakes the housekeeper when a MAC was learned or moved.
+	fdbChanged chan struct{}
+}
+
+// New makes a switch with no ports; Run starts it.
+func New(cfg Config) (*Switch, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.IdleAfter == 0 {
+		cfg.IdleAfter = DefaultIdleAfter
+	}
+	s := &Switch{cfg: cfg, byName: map[string]*port{}, start: time.Now(), fdbChanged: make(chan struct{}, 1)}
+	s.fdb = NewFDB(4096, &s.clock)
+	s.fdb.changed = func() {
+		select {
+		case s.fdbChanged <- struct{}{}:
+		default:
+		}
+	}
+	s.snap.Store(buildSnapshot(0, nil, cfg.Workers))
+	for i := 0; i < cfg.Workers; i++ {
+		cpu := -1
+		if len(cfg.CPUs) > 0 {
+			cpu = cfg.CPUs[i%len(cfg.CPUs)]
+		}
+		w, err := newWorker(s, i, cpu, cfg.IdleAfter)
+		if err != nil {
+			return nil, err
+		}
+		s.workers = append(s.workers, w)
+	}
+	return s, nil
+}
+
+// startWorkers runs the poll workers.
+func (s *Switch) startWorkers() {
+	for _, w := range s.workers {
+		w.running.Store(true)
+		s.wg.Add(1)
+		go w.run(s.wg.Done)
+	}
+}
+
+// stopWorkers stops the workers and waits for them.
+func (s *Switch) stopWorkers() {
+	for _, w := range s.workers {
+		w.stop.Store(true)
+		w.wake()
+	}
+	s.wg.Wait()
+	for _, w := range s.workers {
+		w.close()
+	}
+}
+
+// publish installs a new snapshot of s.ports and waits until every running
+// worker forwards with it. Called with s.mu held.
+func (s *Switch) publish() {
+	s.gen++
+	snap := buildSnapshot(s.gen, append([]*port(nil), s.ports...), len(s.workers))
+	s.snap.Store(snap)
+	for _, w := range s.workers {
+		w.wake()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, w := range s.workers {
+		for w.running.Load() && w.seen.Load() < snap.gen && !w.stop.Load() {
+			if time.Now().After(deadline) {
+				slog.Error("switch: a worker did not pick up the new port table in 5 s", "worker", w.id)
+				break
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// AddPort adds a port of a kind the switch does not build itself (the
+// benchmark generator, tests) under name; mac, if not 0, is a MAC
+// configured behind it (a static FDB entry).
+func (s *Switch) AddPort(name string, drv PortDriver, mac uint64) error {
+	_, err := s.addPort(name, drv, mac)
+	return err
+}
+
+// addPort adds a port running drv.
+func (s *Switch) addPort(name string, drv PortDriver, mac uint64) (*port, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.byName[name]; dup {
+		return nil, fmt.Errorf("%w: %q", ErrPortExists, name)
+	}
+	idx := len(s.ports)
+	for i, p := range s.ports {
+		if p == nil {
+			idx = i // reuse a deleted port's slot
+			break
+		}
+	}
+	if idx >= MaxPorts {
+		return nil, fmt.Errorf("%w (max %d)", ErrTooManyPorts, MaxPorts)
+	}
+	p := newPort(idx, name, drv)
+	p.mac = mac
+	if mac != 0 {
+		if err := s.fdb.AddStatic(mac, idx); err != nil {
+			return nil, fmt.Errorf("vswitch: port %q: %w", name, err)
+		}
+	}
+	if idx == len(s.ports) {
+		s.ports = append(s.ports, p)
+	} else {
+		s.ports[idx] = p
+	}
+	s.byName[name] = p
+	for _, x := range s.cfg.XConnects {
+		if a, b := s.byName[x.A], s.byName[x.B]; a != nil && b != nil {
+			a.peer.Store(int32(b.idx + 1))
+			b.peer.Store(int32(a.idx + 1))
+		}
+	}
+	s.publish()
+	s.syncMACs()
+	return p, nil
+}
+
+// DelPort removes a port: workers stop using it, then it is closed.
+func (s *Switch) DelPort(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.byName[name]
+	if p == nil {
+		return fmt.Errorf("%w: %q", ErrNoPort, name)
+	}
+	s.ports[p.idx] = nil
+	delete(s.byName, name)
+	s.publish()
+	s.fdb.FlushPort(p.idx)
+	s.syncMACs()
+	return p.drv.Close()
+}
+
+// syncMACs tells every NIC's XDP program the MACs that live behind the
+// switch's other ports (configured, or learned from guests' frames), so it
+// steers frames to those MACs to the switch and leaves the rest to the
+// host. Called with s.mu held.
+func (s *Switch) syncMACs() {
+	for _, p := range s.ports {
+		if p == nil {
+			continue
+		}
+		st, ok := p.drv.(macSteerer)
+		if !ok {
+			continue
+		}
+		var macs []uint64
+		for _, e := range s.fdb.Entries() {
+			if e.Port != p.idx {
+				macs = append(macs, e.MAC)
+			}
+		}
+		if err := st.setMACs(macs); err != nil {
+			slog.Warn("switch: updating the NIC's MAC steering", "port", p.name, "err", err)
+		}
+	}
+}
+
+// housekeep advances the FDB clock, ages entries and keeps the NICs' MAC
+// maps in step with the FDB, until ctx ends.
+func (s *Switch) housekeep(ctx context.Context) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.fdbChanged:
+			s.mu.Lock()
+			s.syncMACs()
+			s.mu.Unlock()
+		case now := <-t.C:
+			s.clock.Set(uint32(now.Sub(s.start) / time.Second))
+			s.fdb.Age(uint32(s.cfg.FDBAge / time.Second))
+			s.mu.Lock()
+			s.syncMACs()
+			s.mu.Unlock()
+		}
+	}
+}

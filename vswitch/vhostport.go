@@ -1,0 +1,239 @@
+package vswitch
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+
+	"github.com/xvswitch/xvswitch/ctl"
+	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/portspec"
+	"github.com/xvswitch/xvswitch/vhost"
+	"github.com/xvswitch/xvswitch/virtionet"
+)
+
+// vhostPort is a vhost-user virtio-net device towards one VM. The device
+// outlives its guests: a guest that disconnects, breaks its rings or
+// reconnects changes what the queues' Begin returns, never the port.
+type vhostPort struct {
+	spec      portspec.Vhost
+	dev       *vhost.Device
+	fromGuest []*vhostFromGuest // over the guest's TX virtqueues
+	toGuest   []*vhostToGuest   // over the guest's RX virtqueues
+	state     atomic.Value
+}
+
+// vhostFromGuest is an ingress queue: the frames a guest sends on one of
+// its TX virtqueues.
+type vhostFromGuest struct {
+	q   *vhost.Queue
+	act *vhost.Active                   // between Receive and Release
+	mem atomic.Pointer[guestmem.Memory] // as vhostToGuest.mem
+}
+
+// vhostToGuest is an egress queue: it delivers frames into one of a
+// guest's RX virtqueues.
+type vhostToGuest struct {
+	q      *vhost.Queue
+	frames virtionet.Frames
+	// mem is the guest memory of the last burst, kept to tell whether a
+	// memory fault during it was this guest's (fault.go).
+	mem atomic.Pointer[guestmem.Memory]
+}
+
+// AddVhost adds a vhost-user port.
+func (s *Switch) AddVhost(spec portspec.Vhost) error {
+	if s.hasPort(spec.Name) {
+		return fmt.Errorf("%w: %q", ErrPortExists, spec.Name)
+	}
+	p := &vhostPort{spec: spec}
+	p.state.Store("waiting")
+	var mac net.HardwareAddr
+	var key uint64
+	if spec.MAC != "" {
+		var err error
+		if mac, err = net.ParseMAC(spec.MAC); err != nil {
+			return fmt.Errorf("vswitch: vhost %s: %w", spec.Name, err)
+		}
+		key = MACKey(mac)
+	}
+	dev, err := vhost.Open(vhost.Config{
+		Name:       spec.Name,
+		Path:       spec.Path,
+		Client:     spec.Client,
+		QueuePairs: spec.Queues,
+		MAC:        mac,
+		SocketMode: spec.Mode,
+		SocketGID:  spec.GID,
+		OnEvent:    p.event,
+	})
+	if err != nil {
+		return err
+	}
+	p.dev = dev
+	for i := 0; i < dev.NumQueuePairs(); i++ {
+		// vhost names virtqueues as the guest sees them.
+		p.fromGuest = append(p.fromGuest, &vhostFromGuest{q: dev.TxQueue(i)})
+		p.toGuest = append(p.toGuest, &vhostToGuest{q: dev.RxQueue(i)})
+	}
+	if _, err := s.addPort(spec.Name, p, key); err != nil {
+		dev.Close()
+		return err
+	}
+	slog.Info("port added", "name", spec.Name, "kind", "vhost", "path", spec.Path, "client", spec.Client, "queues", spec.Queues)
+	return nil
+}
+
+func (p *vhostPort) event(e vhost.Event) {
+	switch e.Kind {
+	case vhost.EventReady:
+		p.state.Store("ready")
+	case vhost.EventStopped:
+		p.state.Store("stopped")
+	case vhost.EventBroken:
+		p.state.Store("broken")
+		slog.Warn("vhost port broken", "port", p.spec.Name, "err", e.Err)
+	case vhost.EventGone:
+		if p.state.Load() != "broken" {
+			p.state.Store("waiting")
+		}
+	case vhost.EventRARP:
+		// A migrated guest asks for a RARP to announce its MAC; learning
+		// from the guest's next frame does the same for this switch.
+		slog.Info("vhost port: guest announced its MAC", "port", p.spec.Name, "mac", e.MAC)
+	}
+	slog.Debug("vhost event", "port", p.spec.Name, "event", e.String())
+}
+
+func (p *vhostPort) IngressQueues() []IngressQueue { return asQueues[IngressQueue](p.fromGuest) }
+func (p *vhostPort) EgressQueues() []EgressQueue   { return asQueues[EgressQueue](p.toGuest) }
+
+func (p *vhostPort) Info() ctl.PortInfo {
+	in := p.dev.Info()
+	detail := p.spec.Path + " no guest"
+	if in.Connected {
+		ring := "split"
+		if in.Packed {
+			ring = "packed"
+		}
+		detail = fmt.Sprintf("%s ring=%s mtu=%d", p.spec.Path, ring, in.MTU)
+	}
+	if p.spec.Client {
+		detail += " client"
+	}
+	if in.LastError != nil {
+		detail += " last_error=" + in.LastError.Error()
+	}
+	return ctl.PortInfo{Kind: "vhost", State: p.state.Load().(string), Queues: p.dev.NumQueuePairs(), Detail: detail}
+}
+
+func (p *vhostPort) Fail(err error) { p.dev.Break(err) }
+
+func (p *vhostPort) Close() error { return p.dev.Close() }
+
+// Receive takes a burst of the guest's transmitted frames. They stay in
+// the guest's buffers until Release (after every destination copied them).
+func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
+	a := r.q.Begin()
+	if a == nil {
+		return 0, nil
+	}
+	// Receive's count includes chains virtionet rejected (counted below
+	// from LastBurst); the frames to forward are what Frames holds.
+	_, err := a.Tx.Receive(MaxBurst)
+	last := a.Tx.LastBurst()
+	countVirtioDrops(c, &last, true)
+	if err != nil {
+		a.Break(err)
+	}
+	if r.mem.Load() != a.Mem {
+		r.mem.Store(a.Mem)
+	}
+	frames := a.Tx.Frames()
+	n := frames.Len()
+	if n == 0 {
+		_ = a.Tx.Complete()
+		r.q.End()
+		return 0, nil
+	}
+	for i := 0; i < n; i++ {
+		b.Set(i, frames.Segments(i), frames.FrameLen(i))
+	}
+	r.act = a
+	return n, nil
+}
+
+func (r *vhostFromGuest) Release(*Burst) error {
+	a := r.act
+	if a == nil {
+		return nil
+	}
+	if err := a.Tx.Complete(); err != nil {
+		a.Break(err)
+	}
+	// Cleared only now: if Complete faults on guest memory, recoverFault
+	// still sees the open burst and ends it.
+	r.act = nil
+	r.q.End()
+	return nil
+}
+
+func (r *vhostFromGuest) Waker() Waker {
+	return Waker{FD: r.q.WaitFD(), Arm: r.q.Arm, Disarm: r.q.Disarm, Drain: r.q.Drain}
+}
+
+// Transmit copies the selected frames into the guest's receive buffers.
+func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
+	a := t.q.Begin()
+	if a == nil {
+		c.DropN(DropPortDown, m.Count())
+		return
+	}
+	// Deferred, so that a fault on guest memory mid-copy still ends the
+	// burst (the worker recovers from it: fault.go).
+	defer t.q.End()
+	if t.mem.Load() != a.Mem {
+		t.mem.Store(a.Mem)
+	}
+	t.frames.Reset()
+	for rest := m; rest != 0; rest &= rest - 1 {
+		f := b.Frame(rest.Lowest())
+		t.frames.AddSized(f.segs, f.len)
+	}
+	_, err := a.Rx.Deliver(&t.frames)
+	last := a.Rx.LastBurst()
+	c.Frames(last.Packets, last.Bytes)
+	countVirtioDrops(c, &last, false)
+	if err != nil {
+		a.Break(err)
+	}
+}
+
+// recoverFault: see faultOwner. A receive burst the fault interrupted is
+// ended without completing its chains (the device is broken; the next
+// front-end rebuilds its rings).
+func (p *vhostPort) recoverFault(addr uintptr, err error, ingress IngressQueue) bool {
+	mine := false
+	for _, r := range p.fromGuest {
+		if m := r.mem.Load(); m != nil && m.ContainsHost(addr) {
+			mine = true
+		}
+	}
+	for _, t := range p.toGuest {
+		if m := t.mem.Load(); m != nil && m.ContainsHost(addr) {
+			mine = true
+		}
+	}
+	if !mine {
+		return false
+	}
+	p.dev.Break(err)
+	for _, r := range p.fromGuest {
+		if IngressQueue(r) == ingress && r.act != nil {
+			r.act = nil
+			r.q.End()
+		}
+	}
+	return true
+}

@@ -1,0 +1,57 @@
+package vswitch
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/xvswitch/xvswitch/portspec"
+	"github.com/xvswitch/xvswitch/test"
+)
+
+// TestVMToVMReference runs the harness's reference topology on xvswitch
+// instead of DPDK: a guest's two NICs (eth1 in its own namespace inside
+// the guest) on two vhost-user ports of the learning bridge; eth0 pings
+// eth1 and sends a TCP stream to it across the switch. Both ring kinds.
+func TestVMToVMReference(t *testing.T) {
+	test.RequireRoot(t)
+	test.RequireCommands(t, "qemu-system-x86_64")
+	test.EnsureGuest(t)
+	for _, packed := range []bool{true, false} {
+		t.Run(ringName(packed), func(t *testing.T) {
+			dir := t.TempDir()
+			s := startTestSwitch(t, Config{Workers: 1})
+			t.Cleanup(s.removeAll)
+			sock := [2]string{filepath.Join(dir, "vm0.sock"), filepath.Join(dir, "vm1.sock")}
+			for i, p := range sock {
+				if err := s.AddVhost(portspec.Vhost{Name: fmt.Sprint("vm", i), Path: p, Queues: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := test.ReferenceGuestConfig(sock[0], sock[1], packed)
+			run := test.StartGuest(t, cfg).Wait()
+			run.RequireOK(t, cfg)
+			for nic := 0; nic < 2; nic++ {
+				if got := run.HasFeature(nic, test.VirtioFRingPacked); got != packed {
+					t.Errorf("nic %d: RING_PACKED = %v, want %v", nic, got, packed)
+				}
+			}
+			st := s.Stats()
+			t.Logf("stats: %+v", st)
+			ping := run.Result("ping")
+			for _, p := range st {
+				if p.TxPackets < uint64(ping.Received) || p.RxPackets < uint64(ping.Received) {
+					t.Errorf("port %s: rx %d tx %d, fewer than the %d echoes that crossed it", p.Name, p.RxPackets, p.TxPackets, ping.Received)
+				}
+			}
+			balance(t, s)
+		})
+	}
+}
+
+func ringName(packed bool) string {
+	if packed {
+		return "packed"
+	}
+	return "split"
+}

@@ -1,0 +1,180 @@
+package vswitch
+
+import (
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultIdleAfter is how long a worker's queues must all be empty before
+// it stops spinning and sleeps in epoll. Short enough that light traffic
+// (a ping a second) costs about 1% of a core, long enough that a busy
+// queue never pays the wake-up latency.
+const DefaultIdleAfter = 10 * time.Millisecond
+
+// worker polls its queues in bursts on one locked OS thread.
+type worker struct {
+	forwarder
+	sw        *Switch
+	cpu       int // -1: not pinned
+	idleAfter time.Duration
+	seen      atomic.Uint64 // the snapshot generation it forwards with
+	stop      atomic.Bool
+	running   atomic.Bool
+	wakeFD    int // eventfd: the control plane wakes a sleeping worker
+	epfd      int
+	wakers    []Waker // index = epoll user data - 1 (0 is wakeFD)
+	canSleep  bool
+	sleeps    atomic.Uint64
+}
+
+func newWorker(sw *Switch, id, cpu int, idleAfter time.Duration) (*worker, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	return &worker{forwarder: forwarder{id: id, fdb: sw.fdb}, sw: sw, cpu: cpu, idleAfter: idleAfter, wakeFD: fd, epfd: -1}, nil
+}
+
+// wake interrupts the worker's epoll sleep.
+func (w *worker) wake() {
+	var one = [8]byte{1}
+	_, _ = unix.Write(w.wakeFD, one[:])
+}
+
+func (w *worker) close() {
+	if w.epfd >= 0 {
+		unix.Close(w.epfd)
+	}
+	unix.Close(w.wakeFD)
+}
+
+func (w *worker) run(done func()) {
+	defer done()
+	defer w.running.Store(false)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// A fault on guest memory (a front-end truncated the file behind it)
+	// becomes a panic that forwardSafe recovers, instead of killing the
+	// process: see fault.go.
+	debug.SetPanicOnFault(true)
+	if w.cpu >= 0 {
+		var set unix.CPUSet
+		set.Set(w.cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			slog.Warn("worker: cannot pin to CPU", "worker", w.id, "cpu", w.cpu, "err", err)
+		}
+	}
+	var snap *snapshot
+	var idleSince time.Time
+	empties := 0
+	for !w.stop.Load() {
+		if s := w.sw.snap.Load(); s != snap {
+			snap = s
+			w.watch(snap.polls[w.id])
+			w.seen.Store(snap.gen)
+		}
+		work := w.pollOnce(snap)
+		if work > 0 {
+			empties = 0
+			continue
+		}
+		empties++
+		if empties == 1 {
+			idleSince = time.Now()
+			continue
+		}
+		if empties%64 == 0 && w.idleAfter >= 0 && time.Since(idleSince) >= w.idleAfter {
+			w.sleep(snap)
+			empties = 0
+		}
+	}
+}
+
+// pollOnce polls each of the worker's queues for one burst.
+func (w *worker) pollOnce(snap *snapshot) int {
+	work := 0
+	for _, in := range snap.polls[w.id] {
+		n, err := w.forwardSafe(snap, in)
+		if err != nil {
+			in.port.drv.Fail(err)
+		}
+		work += n
+	}
+	return work
+}
+
+// watch rebuilds the epoll set for the worker's queues.
+func (w *worker) watch(polls []*ingress) {
+	if w.epfd >= 0 {
+		unix.Close(w.epfd)
+	}
+	w.wakers = w.wakers[:0]
+	w.canSleep = false
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		slog.Warn("worker: epoll unavailable, it will not sleep when idle", "err", err)
+		w.epfd = -1
+		return
+	}
+	w.epfd = epfd
+	add := func(fd int, data int32) bool {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: data}
+		return unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev) == nil
+	}
+	if !add(w.wakeFD, 0) {
+		return
+	}
+	for _, in := range polls {
+		wk := in.q.Waker()
+		if wk.FD < 0 || !add(wk.FD, int32(len(w.wakers)+1)) {
+			return // a queue that cannot wake us: keep polling
+		}
+		w.wakers = append(w.wakers, wk)
+	}
+	w.canSleep = true
+}
+
+// sleep arms every queue's wake-up, polls once more (a frame may have
+// arrived just before arming), and if still nothing, waits in epoll.
+func (w *worker) sleep(snap *snapshot) {
+	if !w.canSleep {
+		return
+	}
+	for _, wk := range w.wakers {
+		if wk.Arm != nil {
+			wk.Arm()
+		}
+	}
+	defer func() {
+		for _, wk := range w.wakers {
+			if wk.Disarm != nil {
+				wk.Disarm()
+			}
+		}
+	}()
+	if w.pollOnce(snap) > 0 || w.stop.Load() || w.sw.snap.Load() != snap {
+		return
+	}
+	w.sleeps.Add(1)
+	var evs [16]unix.EpollEvent
+	// The timeout only bounds how stale a missed wake-up can get.
+	n, err := unix.EpollWait(w.epfd, evs[:], 1000)
+	if err != nil {
+		return
+	}
+	for _, ev := range evs[:n] {
+		if ev.Fd == 0 {
+			var b [8]byte
+			_, _ = unix.Read(w.wakeFD, b[:])
+			continue
+		}
+		if wk := w.wakers[ev.Fd-1]; wk.Drain != nil {
+			wk.Drain()
+		}
+	}
+}
