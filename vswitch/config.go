@@ -1,12 +1,17 @@
 package vswitch
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/xvswitch/xvswitch/ctl"
 	"github.com/xvswitch/xvswitch/portspec"
 )
+
+// ErrBadConfig means the switch's configuration is inconsistent (duplicate
+// names, a cross-connect naming a missing port, a worker count out of range).
+var ErrBadConfig = errors.New("vswitch: bad configuration")
 
 // Config is what the switch is built from: its ports, cross-connects and
 // workers. `xvswitch run` fills it from flags or a config file.

@@ -1,9 +1,16 @@
 package vswitch
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 )
+
+// ErrGuestMemoryFault means touching a guest's memory faulted: the
+// front-end shrank or unmapped the file behind a region it gave us (QEMU
+// seals its memfds so it cannot; DPDK's virtio-user does not). Only that
+// guest's device is broken; the worker carries on.
+var ErrGuestMemoryFault = errors.New("vswitch: fault on guest memory")
 
 // faultOwner is implemented by ports whose queues touch guest memory.
 type faultOwner interface {

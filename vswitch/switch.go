@@ -2,12 +2,22 @@ package vswitch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// ErrNoPort means a named port does not exist.
+var ErrNoPort = errors.New("vswitch: no such port")
+
+// ErrPortExists means a port of that name is already on the switch.
+var ErrPortExists = errors.New("vswitch: port exists")
+
+// ErrTooManyPorts means the switch has no free port index (MaxPorts).
+var ErrTooManyPorts = errors.New("vswitch: too many ports")
 
 // Switch is a running xvswitch: ports, workers, FDB.
 type Switch struct {
