@@ -14,10 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 func TestAttachNoInterface(t *testing.T) {
-	test.RequireRoot(t)
+	require.Root(t)
 	if _, err := Attach("xvsnosuchif0", Options{}); !errors.Is(err, ErrInterface) {
 		t.Fatalf("Attach to a missing interface: %v, want ErrInterface", err)
 	}
@@ -27,8 +28,8 @@ func TestAttachNoInterface(t *testing.T) {
 // generic with a warning, driver mode refuses.
 func TestXDPModes(t *testing.T) {
 	t.Parallel()
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ip")
+	require.Root(t)
+	require.Commands(t, "ip")
 	l := newLab(t, Policy{})
 	if l.S.XDPMode() != XDPDriver {
 		t.Errorf("veth attached in %s mode, want driver", l.S.XDPMode())
@@ -90,11 +91,11 @@ func TestXDPModes(t *testing.T) {
 // not ours to replace.
 func TestAttachForeignProgram(t *testing.T) {
 	t.Parallel()
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ip")
+	require.Root(t)
+	require.Commands(t, "ip")
 	v := test.NewVeth(t, test.VethOptions{})
 	if out, err := exec.Command("ip", "link", "set", "dev", v.Outer, "xdp", "obj", "steer_bpfel.o", "sec", "xdp").CombinedOutput(); err != nil {
-		test.SkipOrFail(t, fmt.Sprintf("iproute2 cannot load the object here: %v\n%s", err, out))
+		require.SkipOrFail(t, fmt.Sprintf("iproute2 cannot load the object here: %v\n%s", err, out))
 	}
 	if s, err := Attach(v.Outer, Options{}); !errors.Is(err, ErrBusy) {
 		if s != nil {
@@ -181,7 +182,7 @@ func TestSocketSlots(t *testing.T) {
 // Attach mounts one. Played in a private mount namespace on a throwaway
 // thread, with a tmpfs hiding the real bpffs.
 func TestMountBPFFS(t *testing.T) {
-	test.RequireRoot(t)
+	require.Root(t)
 	// The process's own namespace gets one the usual way first, so the
 	// check at the end can tell a leak from a mount made here.
 	if err := ensureBPFFS(slog.Default()); err != nil {
@@ -218,7 +219,7 @@ func TestMountBPFFS(t *testing.T) {
 	}()
 	if err := <-errc; err != nil {
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) {
-			test.SkipOrFail(t, "cannot make a private mount namespace here: "+err.Error())
+			require.SkipOrFail(t, "cannot make a private mount namespace here: "+err.Error())
 		}
 		t.Fatal(err)
 	}

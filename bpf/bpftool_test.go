@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // counterFields are the C names bpftool prints, in Go field order.
@@ -54,7 +55,7 @@ func bpftoolCounters(t *testing.T, path string) (Counters, int) {
 // shows are the ones the Go side reads.
 func TestBpftoolDump(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "bpftool", "ping")
+	require.Commands(t, "bpftool", "ping")
 	l := newLab(t, Policy{Mode: ModeMAC, Multicast: true})
 	vm := randomVMMAC()
 	if err := l.S.AddMAC(vm, 42); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 func TestMain(m *testing.M) {
@@ -71,8 +72,8 @@ func newLab(t *testing.T, p Policy) *lab {
 // newLabQueues is newLab with a veth of the given number of rx/tx queues.
 func newLabQueues(t *testing.T, p Policy, queues int) *lab {
 	t.Helper()
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ip")
+	require.Root(t)
+	require.Commands(t, "ip")
 	var b [2]byte
 	_, _ = rand.Read(b[:])
 	n := fmt.Sprintf("10.%d.%d", 160+int(b[0])%64, b[1])

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 	"github.com/xvswitch/xvswitch/xsk"
 )
 
@@ -130,7 +131,7 @@ func (l *lab) neighLLAddr(t *testing.T, ip string) string {
 // added and removed at runtime follow.
 func TestHostAddrsResolvableWhileGroupsSteered(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping", "bpftool")
+	require.Commands(t, "ping", "bpftool")
 	l := newLab(t, Policy{Mode: ModeMAC, Broadcast: true, Multicast: true})
 	// This test wants IPv6 on the wire (newLab turns it off in the namespace).
 	l.NS.MustRun(t, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=0")
@@ -300,7 +301,7 @@ func ifindex(t *testing.T, name string) int {
 // tagged) and the bridge it becomes a port of.
 func TestHostAddrsOfStackedDevices(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping", "ethtool", "bpftool")
+	require.Commands(t, "ping", "ethtool", "bpftool")
 	l := newLab(t, Policy{Mode: ModeMAC, Broadcast: true, Multicast: true})
 	l.rxSocket(t)
 	if err := l.S.TrackHostAddrs(t.Context()); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 	"github.com/xvswitch/xvswitch/xsk"
 )
 
@@ -18,7 +19,7 @@ import (
 // the kernel and is answered; without the socket they go back to the kernel.
 func TestSteerToAFXDPSocket(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping")
+	require.Commands(t, "ping")
 	l := newLab(t, Policy{Mode: ModeMAC})
 	vm := randomVMMAC()
 	if err := l.S.AddMAC(vm, 1); err != nil {
@@ -103,7 +104,7 @@ func TestSteerToAFXDPSocket(t *testing.T) {
 func TestSteerPerQueue(t *testing.T) {
 	t.Parallel()
 	if runtime.NumCPU() < 2 {
-		test.SkipOrFail(t, "a 2-queue veth needs 2 CPUs")
+		require.SkipOrFail(t, "a 2-queue veth needs 2 CPUs")
 	}
 	l := newLabQueues(t, Policy{Mode: ModeMAC}, 2)
 	vm := randomVMMAC()

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // TestNICBridgePing joins two veth "NICs" through the learning bridge: a
@@ -13,8 +14,8 @@ import (
 // namespace still reaches the host's own address on the outer end, which
 // the steering program leaves to the kernel.
 func TestNICBridgePing(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ping")
+	require.Root(t)
+	require.Commands(t, "ping")
 	// The first NIC has two queues: the port binds a socket to each.
 	v1 := test.NewVeth(t, test.VethOptions{Queues: 2, InnerAddr: "10.91.0.1/24", OuterAddr: "10.91.1.1/24"})
 	v2 := test.NewVeth(t, test.VethOptions{InnerAddr: "10.91.0.2/24"})

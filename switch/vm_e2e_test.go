@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // TestVMToVMReference runs the harness's reference topology on xvswitch
@@ -13,8 +14,8 @@ import (
 // the guest) on two vhost-user ports of the learning bridge; eth0 pings
 // eth1 and sends a TCP stream to it across the switch. Both ring kinds.
 func TestVMToVMReference(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "qemu-system-x86_64")
+	require.Root(t)
+	require.Commands(t, "qemu-system-x86_64")
 	test.EnsureGuest(t)
 	for _, packed := range []bool{true, false} {
 		t.Run(ringName(packed), func(t *testing.T) {

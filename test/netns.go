@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // NetNS is a named network namespace (as `ip netns add` makes it) that is
@@ -33,8 +35,8 @@ func UniqueName(prefix string) string {
 // NewNetNS creates a namespace with its loopback up, removed in t.Cleanup.
 func NewNetNS(t testing.TB) *NetNS {
 	t.Helper()
-	RequireRoot(t)
-	RequireCommands(t, "ip")
+	require.Root(t)
+	require.Commands(t, "ip")
 	ns := &NetNS{Name: UniqueName("xvs")}
 	MustRun(t, "ip", "netns", "add", ns.Name)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns.Name).Run() })

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // The QEMU guest harness, file by file:
@@ -54,7 +56,7 @@ type Guest struct {
 // listening before this is called, unless the NIC sets Reconnect.
 func StartGuest(t testing.TB, cfg GuestConfig) *Guest {
 	t.Helper()
-	RequireCommands(t, "qemu-system-x86_64")
+	require.Commands(t, "qemu-system-x86_64")
 	if err := cfg.validate(); err != nil {
 		t.Fatalf("guest config: %v", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // The reference topology: what xvswitch's own vhost-user back-end must
@@ -57,8 +59,8 @@ type ReferenceRun struct {
 // CheckReference). Needs root, dpdk-testpmd and qemu-system-x86_64.
 func RunReference(t testing.TB, packed bool) *ReferenceRun {
 	t.Helper()
-	RequireRoot(t)
-	RequireCommands(t, "qemu-system-x86_64", "dpdk-testpmd")
+	require.Root(t)
+	require.Commands(t, "qemu-system-x86_64", "dpdk-testpmd")
 	EnsureGuest(t)
 	dir := t.TempDir()
 	sock0, sock1 := filepath.Join(dir, "ref0.sock"), filepath.Join(dir, "ref1.sock")

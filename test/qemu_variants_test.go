@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // TestGuestVhostVariants exercises the NIC options the reference does not,
@@ -15,9 +17,9 @@ import (
 // a 9000-byte MTU. The guest must negotiate exactly that and still move a
 // jumbo ping and a TCP stream between its namespaces across the back-end.
 func TestGuestVhostVariants(t *testing.T) {
-	RequireLong(t)
-	RequireRoot(t)
-	RequireCommands(t, "qemu-system-x86_64", "dpdk-testpmd")
+	require.Long(t)
+	require.Root(t)
+	require.Commands(t, "qemu-system-x86_64", "dpdk-testpmd")
 	EnsureGuest(t)
 	dir := t.TempDir()
 	sock0, sock1 := filepath.Join(dir, "v0.sock"), filepath.Join(dir, "v1.sock")

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // Testpmd is a running dpdk-testpmd. Its output goes to LogPath (shown in
@@ -60,11 +62,11 @@ var ErrTestpmd = errors.New("testpmd")
 // StartTestpmd starts testpmd and waits until its ports are up and (in
 // non-interactive mode) forwarding has started, or (NoWait) only until its
 // listening sockets exist. It is stopped in t.Cleanup. Skips (or fails,
-// see SkipOrFail) without root or dpdk-testpmd.
+// see require.SkipOrFail) without root or dpdk-testpmd.
 func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
 	t.Helper()
-	RequireRoot(t)
-	RequireCommands(t, "dpdk-testpmd", "stdbuf")
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd", "stdbuf")
 	cfg.setDefaults()
 	dir, err := TestpmdPMDDir()
 	if err != nil {

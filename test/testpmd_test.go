@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // CPU plan for two testpmds on 2 CPUs: both main lcores and the
@@ -22,8 +24,8 @@ const (
 
 func requireTestpmd(t *testing.T) {
 	t.Helper()
-	RequireRoot(t)
-	RequireCommands(t, "dpdk-testpmd", "stdbuf")
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd", "stdbuf")
 }
 
 // TestTestpmdTxonlyFrameBytes records what txonly sends (one tx_first

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/virtionet"
 	"github.com/xvswitch/xvswitch/virtq"
@@ -162,9 +163,9 @@ func openDevice(t *testing.T, cfg vhost.Config) *vhost.Device {
 // on/off and one or two queue pairs (pairwise: every value of every
 // option meets every value of every other).
 func TestDPDKVirtioUser(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "dpdk-testpmd", "stdbuf")
-	test.RequireLong(t)
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd", "stdbuf")
+	require.Long(t)
 	cases := []struct {
 		packed, mrg, inOrder bool
 		queues, frame        int
@@ -441,9 +442,9 @@ func b01(b bool) int {
 // new one connects to the same device; frames flow again, counted exactly,
 // and the device reports the lifecycle (ready, stopped, gone, ready).
 func TestDPDKRestart(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "dpdk-testpmd", "stdbuf")
-	test.RequireLong(t)
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd", "stdbuf")
+	require.Long(t)
 	sock := filepath.Join(t.TempDir(), "vu.sock")
 	var mu sync.Mutex
 	var kinds []vhost.EventKind

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/virtionet"
 	"github.com/xvswitch/xvswitch/virtq"
@@ -137,9 +138,9 @@ func openServer(t *testing.T, name, sock string, mtu int) *vhost.Device {
 
 func requireQEMU(t *testing.T) {
 	t.Helper()
-	test.RequireRoot(t)
-	test.RequireCommands(t, "qemu-system-x86_64")
-	test.RequireLong(t)
+	require.Root(t)
+	require.Commands(t, "qemu-system-x86_64")
+	require.Long(t)
 }
 
 // TestQEMUGuestPing: a guest's two NICs on two devices joined by the loop

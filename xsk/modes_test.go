@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,7 +15,7 @@ import (
 // a bind that failed (zero-copy, or a missing interface) leaves the UMEM
 // usable; auto mode ends in copy mode with need_wakeup.
 func TestBindModes(t *testing.T) {
-	test.RequireRoot(t)
+	require.Root(t)
 	v := test.NewVeth(t, test.VethOptions{})
 	idx := ifindex(t, v.Outer)
 	u, err := NewUMEM(UMEMConfig{FrameSize: 2048, NumFrames: 1024})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,7 +19,7 @@ import (
 // get frames. Every frame must arrive, each on its queue's socket, in that
 // socket's own frames.
 func TestSharedUMEMMultiQueue(t *testing.T) {
-	test.RequireRoot(t)
+	require.Root(t)
 	v := test.NewVeth(t, test.VethOptions{Queues: 2})
 	x := newXDPRedirect(t, 2)
 	x.attach(t, v.Outer)

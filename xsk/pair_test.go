@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // pair is a veth with an AF_XDP socket on each end: rx on the outer end
@@ -19,7 +20,7 @@ type pair struct {
 
 func newPair(t testing.TB, rxCfg SocketConfig) *pair {
 	t.Helper()
-	test.RequireRoot(t)
+	require.Root(t)
 	u, err := NewUMEM(UMEMConfig{FrameSize: 2048, NumFrames: 8192})
 	if err != nil {
 		t.Fatal(err)
@@ -32,8 +33,8 @@ func newPair(t testing.TB, rxCfg SocketConfig) *pair {
 func newPairOn(t testing.TB, u *UMEM, rxCfg SocketConfig) *pair {
 	t.Helper()
 	t.Cleanup(func() { u.Close() })
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ip")
+	require.Root(t)
+	require.Commands(t, "ip")
 	v := test.NewVeth(t, test.VethOptions{})
 	x := newXDPRedirect(t, 1)
 	x.attach(t, v.Outer)

@@ -10,6 +10,7 @@ import (
 
 	vswitch "github.com/xvswitch/xvswitch/switch"
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 func rxPackets(t *testing.T, ns *test.NetNS, ifname string) uint64 {
@@ -37,8 +38,8 @@ func port(st []vswitch.PortCounters, name string) vswitch.PortCounters {
 // Every frame testpmd sent is received by the switch, and each is either
 // counted in the namespace or dropped with a reason.
 func TestVirtioUserToNIC(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "dpdk-testpmd")
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd")
 	for _, packed := range []bool{true, false} {
 		t.Run(ringName(packed), func(t *testing.T) {
 			v := test.NewVeth(t, test.VethOptions{InnerAddr: "10.94.0.1/24"})
@@ -99,8 +100,8 @@ func TestVirtioUserToNIC(t *testing.T) {
 // configured on a vhost port are steered by XDP to AF_XDP and delivered to
 // a DPDK virtio-user in rxonly, which counts every one.
 func TestNICToVirtioUser(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "dpdk-testpmd")
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd")
 	const vuMAC, vuIP, frames = "02:00:00:00:aa:01", "10.95.0.50", 3000
 	for _, packed := range []bool{true, false} {
 		t.Run(ringName(packed), func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	vswitch "github.com/xvswitch/xvswitch/switch"
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // The NIC <-> VM topology of the demo and of the end-to-end tests:
@@ -51,8 +52,8 @@ type nicVMRun struct {
 // runNICVM brings up the topology, moves traffic both ways, measures idle
 // CPU, and tears it down; logf narrates.
 func runNICVM(t *testing.T, packed bool, xfer int, logf func(string, ...any)) *nicVMRun {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "qemu-system-x86_64", "ping")
+	require.Root(t)
+	require.Commands(t, "qemu-system-x86_64", "ping")
 	test.EnsureGuest(t)
 	r := &nicVMRun{}
 
