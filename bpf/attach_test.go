@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
 )
 
@@ -38,10 +38,10 @@ func TestXDPModes(t *testing.T) {
 		t.Errorf("veth: unexpected fallback:\n%s", l.Log)
 	}
 
-	br := test.UniqueName("xvb")
-	test.MustRun(t, "ip", "link", "add", br, "type", "bridge")
+	br := netns.UniqueName("xvb")
+	netns.MustRun(t, "ip", "link", "add", br, "type", "bridge")
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", br).Run() })
-	test.MustRun(t, "ip", "link", "set", br, "up")
+	netns.MustRun(t, "ip", "link", "set", br, "up")
 
 	if s, err := Attach(br, Options{XDPMode: XDPDriver}); !errors.Is(err, ErrAttach) {
 		if s != nil {
@@ -66,14 +66,14 @@ func TestXDPModes(t *testing.T) {
 	if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "generic mode") {
 		t.Errorf("no warning about the fallback:\n%s", buf)
 	}
-	out := test.MustRun(t, "ip", "link", "show", "dev", br)
+	out := netns.MustRun(t, "ip", "link", "show", "dev", br)
 	if !strings.Contains(out, "xdpgeneric") {
 		t.Errorf("ip link show %s does not show xdpgeneric:\n%s", br, out)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if out := test.MustRun(t, "ip", "link", "show", "dev", br); strings.Contains(out, "xdp") {
+	if out := netns.MustRun(t, "ip", "link", "show", "dev", br); strings.Contains(out, "xdp") {
 		t.Errorf("still attached after Close:\n%s", out)
 	}
 	if err := s.Close(); err != nil {
@@ -93,7 +93,7 @@ func TestAttachForeignProgram(t *testing.T) {
 	t.Parallel()
 	require.Root(t)
 	require.Commands(t, "ip")
-	v := test.NewVeth(t, test.VethOptions{})
+	v := netns.NewVeth(t, netns.VethOptions{})
 	if out, err := exec.Command("ip", "link", "set", "dev", v.Outer, "xdp", "obj", "steer_bpfel.o", "sec", "xdp").CombinedOutput(); err != nil {
 		require.SkipOrFail(t, fmt.Sprintf("iproute2 cannot load the object here: %v\n%s", err, out))
 	}
@@ -106,7 +106,7 @@ func TestAttachForeignProgram(t *testing.T) {
 	if _, err := os.Stat(PinRoot + "/" + v.Outer); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pin dir after refused Attach: %v", err)
 	}
-	if out := test.MustRun(t, "ip", "link", "show", "dev", v.Outer); !strings.Contains(out, "xdp") {
+	if out := netns.MustRun(t, "ip", "link", "show", "dev", v.Outer); !strings.Contains(out, "xdp") {
 		t.Errorf("foreign program was detached:\n%s", out)
 	}
 }

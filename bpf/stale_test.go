@@ -15,7 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
 )
 
@@ -50,7 +50,7 @@ func (s *Steering) abandon() {
 // none), read with iproute2, independently of the loader.
 func attachedProg(t *testing.T, ifname string) uint32 {
 	t.Helper()
-	out := test.MustRun(t, "ip", "-j", "link", "show", "dev", ifname)
+	out := netns.MustRun(t, "ip", "-j", "link", "show", "dev", ifname)
 	var links []struct {
 		XDP *struct {
 			Prog *struct {

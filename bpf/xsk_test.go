@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
 	"github.com/xvswitch/xvswitch/xsk"
 )
@@ -54,7 +54,7 @@ func TestSteerToAFXDPSocket(t *testing.T) {
 
 	var descs [xsk.MaxBurst]xsk.Desc
 	got := 0
-	inner := test.MAC(t, l.NS, l.Inner)
+	inner := netns.MAC(t, l.NS, l.Inner)
 	deadline := time.Now().Add(10 * time.Second) // bounds a hang only
 	for got < n {
 		k := sock.Receive(descs[:])

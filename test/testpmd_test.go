@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
 )
 
@@ -296,7 +297,7 @@ func TestTestpmdClosedLoop(t *testing.T) {
 // sends on its own (IPv6 neighbour discovery, MLD), hence the slack.
 func TestTestpmdAFXDPTxonly(t *testing.T) {
 	requireTestpmd(t)
-	v := NewVeth(t, VethOptions{})
+	v := netns.NewVeth(t, netns.VethOptions{})
 	rxPackets := func() uint64 {
 		out := v.NS.MustRun(t, "cat", "/sys/class/net/"+v.Inner+"/statistics/rx_packets")
 		n, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
@@ -310,7 +311,7 @@ func TestTestpmdAFXDPTxonly(t *testing.T) {
 		Name:     "xdp",
 		Ports:    []TestpmdPort{{Kind: AFXDP, Iface: v.Outer}},
 		Mode:     "txonly",
-		EthPeers: map[int]string{0: MAC(t, v.NS, v.Inner)},
+		EthPeers: map[int]string{0: netns.MAC(t, v.NS, v.Inner)},
 		FwdCPUs:  []int{1},
 	})
 	if err := tp.WaitStats(func(m map[int]PortStats) bool { return m[0].TxPackets > 0 }, 20*time.Second); err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
 	"golang.org/x/sys/unix"
 )
@@ -16,7 +16,7 @@ import (
 // usable; auto mode ends in copy mode with need_wakeup.
 func TestBindModes(t *testing.T) {
 	require.Root(t)
-	v := test.NewVeth(t, test.VethOptions{})
+	v := netns.NewVeth(t, netns.VethOptions{})
 	idx := ifindex(t, v.Outer)
 	u, err := NewUMEM(UMEMConfig{FrameSize: 2048, NumFrames: 1024})
 	if err != nil {
@@ -49,7 +49,7 @@ func TestBindModes(t *testing.T) {
 		t.Logf("XDP_MAX_TX_SKB_BUDGET not applied (kernel default); budget %d", s.TXBudget())
 	}
 	// Forced copy on another queue of another veth, sharing the UMEM.
-	v2 := test.NewVeth(t, test.VethOptions{})
+	v2 := netns.NewVeth(t, netns.VethOptions{})
 	cp := small
 	cp.Mode = ModeCopy
 	s2, err := u.Bind(ifindex(t, v2.Outer), 0, cp)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +20,7 @@ import (
 // socket's own frames.
 func TestSharedUMEMMultiQueue(t *testing.T) {
 	require.Root(t)
-	v := test.NewVeth(t, test.VethOptions{Queues: 2})
+	v := netns.NewVeth(t, netns.VethOptions{Queues: 2})
 	x := newXDPRedirect(t, 2)
 	x.attach(t, v.Outer)
 	u, err := NewUMEM(UMEMConfig{FrameSize: 2048, NumFrames: 2048})

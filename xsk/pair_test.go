@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
 )
 
@@ -13,7 +13,7 @@ import (
 // inside the namespace (TX only), a traffic generator written with this
 // package itself.
 type pair struct {
-	v   *test.Veth
+	v   *netns.Veth
 	rx  *Socket
 	gen *Socket
 }
@@ -35,7 +35,7 @@ func newPairOn(t testing.TB, u *UMEM, rxCfg SocketConfig) *pair {
 	t.Cleanup(func() { u.Close() })
 	require.Root(t)
 	require.Commands(t, "ip")
-	v := test.NewVeth(t, test.VethOptions{})
+	v := netns.NewVeth(t, netns.VethOptions{})
 	x := newXDPRedirect(t, 1)
 	x.attach(t, v.Outer)
 	rx, err := u.Bind(ifindex(t, v.Outer), 0, rxCfg)

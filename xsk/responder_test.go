@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
 )
 
@@ -144,7 +144,7 @@ func ifindex(t testing.TB, name string) int {
 func TestPingThroughAFXDP(t *testing.T) {
 	require.Root(t)
 	require.Commands(t, "ip", "ping")
-	v := test.NewVeth(t, test.VethOptions{InnerAddr: "10.77.0.1/24"})
+	v := netns.NewVeth(t, netns.VethOptions{InnerAddr: "10.77.0.1/24"})
 	x := newXDPRedirect(t, 1)
 	x.attach(t, v.Outer)
 

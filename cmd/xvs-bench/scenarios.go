@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 )
 
 // Case is one row of the results: a scenario with a frame size, a ring
@@ -142,7 +143,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 	}
 	// startNICVM starts the switch of scenarios 4-7: the wire's outer
 	// end (AF_XDP) and one vhost port for the guest.
-	startNICVM := func(v *test.Veth) {
+	startNICVM := func(v *netns.Veth) {
 		if xvs {
 			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
 		} else {

@@ -9,6 +9,7 @@ import (
 
 	vswitch "github.com/xvswitch/xvswitch/switch"
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 )
 
 // This file starts the pieces every scenario is made of, always on the
@@ -176,7 +177,7 @@ func testpmdCounter(tp *test.Testpmd, ports []int, field func(test.PortStats) ui
 }
 
 // nsRxCounter counts the frames a namespace's interface received.
-func nsRxCounter(v *test.Veth) func() (uint64, time.Time, error) {
+func nsRxCounter(v *netns.Veth) func() (uint64, time.Time, error) {
 	return func() (uint64, time.Time, error) {
 		out, err := v.NS.Exec("cat", "/sys/class/net/"+v.Inner+"/statistics/rx_packets").Output()
 		at := time.Now()
@@ -192,18 +193,18 @@ func nsRxCounter(v *test.Veth) func() (uint64, time.Time, error) {
 // to and whose inner end lives in a namespace. The MTU fits a 1518-byte
 // frame (1504 bytes of payload); IPv6 is off in the namespace so the
 // kernel sends nothing of its own while frames are counted.
-func wire(t *runT) (*test.Veth, string) {
-	v := test.NewVeth(t, test.VethOptions{MTU: 1600})
+func wire(t *runT) (*netns.Veth, string) {
+	v := netns.NewVeth(t, netns.VethOptions{MTU: 1600})
 	v.NS.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-	test.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+v.Outer+".disable_ipv6=1")
-	return v, test.MAC(t, v.NS, v.Inner)
+	netns.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+v.Outer+".disable_ipv6=1")
+	return v, netns.MAC(t, v.NS, v.Inner)
 }
 
 // startGenerator runs the wire-side traffic source: an xvswitch in the
 // namespace whose benchmark generator port is cross-connected to the
 // inner end of the veth (AF_XDP copy-mode TX), its worker on cpu. The
 // same generator feeds both systems.
-func (b *bench) startGenerator(t *runT, v *test.Veth, size int, dst string, cpu int) *xvsDaemon {
+func (b *bench) startGenerator(t *runT, v *netns.Veth, size int, dst string, cpu int) *xvsDaemon {
 	return b.startXvswitch(t, "generator", cpu, v.NS.Name,
 		"--nic", v.Inner+",mode=copy,name=wire",
 		"--gen", fmt.Sprintf("gen0,size=%d,dst=%s", size, dst),

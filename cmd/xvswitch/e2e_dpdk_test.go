@@ -10,10 +10,11 @@ import (
 
 	vswitch "github.com/xvswitch/xvswitch/switch"
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
 )
 
-func rxPackets(t *testing.T, ns *test.NetNS, ifname string) uint64 {
+func rxPackets(t *testing.T, ns *netns.Namespace, ifname string) uint64 {
 	t.Helper()
 	out := ns.MustRun(t, "cat", "/sys/class/net/"+ifname+"/statistics/rx_packets")
 	n, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
@@ -42,13 +43,13 @@ func TestVirtioUserToNIC(t *testing.T) {
 	require.Commands(t, "dpdk-testpmd")
 	for _, packed := range []bool{true, false} {
 		t.Run(ringName(packed), func(t *testing.T) {
-			v := test.NewVeth(t, test.VethOptions{InnerAddr: "10.94.0.1/24"})
+			v := netns.NewVeth(t, netns.VethOptions{InnerAddr: "10.94.0.1/24"})
 			// No IPv6 chatter from the namespace while we count.
 			v.NS.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-			test.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+v.Outer+".disable_ipv6=1")
+			netns.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+v.Outer+".disable_ipv6=1")
 			sock := filepath.Join(t.TempDir(), "vu.sock")
 			d := startDaemon(t, "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock+",name=vu", "--idle-after", "-1ns")
-			innerMAC := test.MAC(t, v.NS, v.Inner)
+			innerMAC := netns.MAC(t, v.NS, v.Inner)
 			tp := test.StartTestpmd(t, test.TestpmdConfig{
 				Name:        "vu-tx",
 				Ports:       []test.TestpmdPort{{Kind: test.VirtioUser, Path: sock, Packed: packed}},
@@ -105,7 +106,7 @@ func TestNICToVirtioUser(t *testing.T) {
 	const vuMAC, vuIP, frames = "02:00:00:00:aa:01", "10.95.0.50", 3000
 	for _, packed := range []bool{true, false} {
 		t.Run(ringName(packed), func(t *testing.T) {
-			v := test.NewVeth(t, test.VethOptions{InnerAddr: "10.95.0.1/24"})
+			v := netns.NewVeth(t, netns.VethOptions{InnerAddr: "10.95.0.1/24"})
 			v.NS.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
 			v.NS.MustRun(t, "ip", "neigh", "add", vuIP, "lladdr", vuMAC, "dev", v.Inner)
 			sock := filepath.Join(t.TempDir(), "vu.sock")

@@ -17,6 +17,7 @@ import (
 
 	vswitch "github.com/xvswitch/xvswitch/switch"
 	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
 )
 
@@ -58,7 +59,7 @@ func runNICVM(t *testing.T, packed bool, xfer int, logf func(string, ...any)) *n
 	r := &nicVMRun{}
 
 	logf("creating a namespace with a veth pair: its outer end plays the NIC")
-	v := test.NewVeth(t, test.VethOptions{InnerAddr: hostAddr + "/24", OuterAddr: ownAddr + "/24"})
+	v := netns.NewVeth(t, netns.VethOptions{InnerAddr: hostAddr + "/24", OuterAddr: ownAddr + "/24"})
 	v.NS.MustRun(t, "ip", "addr", "add", ownPeer+"/24", "dev", v.Inner)
 
 	sock := filepath.Join(t.TempDir(), "vm0.sock")
