@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/test/require"
+	"github.com/xvswitch/xvswitch/test/testpmd"
 )
 
 // TestGuestVhostVariants exercises the NIC options the reference does not,
@@ -42,11 +43,11 @@ func TestGuestVhostVariants(t *testing.T) {
 		Timeout: 120 * time.Second,
 	}
 	g := StartGuest(t, cfg)
-	tp := StartTestpmd(t, TestpmdConfig{
+	tp := testpmd.Start(t, testpmd.Config{
 		Name: "var",
-		Ports: []TestpmdPort{
-			{Kind: VhostUser, Path: sock0, Queues: 2, Client: true},
-			{Kind: VhostUser, Path: sock1, Queues: 2},
+		Ports: []testpmd.Port{
+			{Kind: testpmd.VhostUser, Path: sock0, Queues: 2, Client: true},
+			{Kind: testpmd.VhostUser, Path: sock1, Queues: 2},
 		},
 		Mode: "io",
 	})

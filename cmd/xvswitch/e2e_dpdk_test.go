@@ -9,9 +9,9 @@ import (
 	"time"
 
 	vswitch "github.com/xvswitch/xvswitch/switch"
-	"github.com/xvswitch/xvswitch/test"
 	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
+	"github.com/xvswitch/xvswitch/test/testpmd"
 )
 
 func rxPackets(t *testing.T, ns *netns.Namespace, ifname string) uint64 {
@@ -50,9 +50,9 @@ func TestVirtioUserToNIC(t *testing.T) {
 			sock := filepath.Join(t.TempDir(), "vu.sock")
 			d := startDaemon(t, "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock+",name=vu", "--idle-after", "-1ns")
 			innerMAC := netns.MAC(t, v.NS, v.Inner)
-			tp := test.StartTestpmd(t, test.TestpmdConfig{
+			tp := testpmd.Start(t, testpmd.Config{
 				Name:        "vu-tx",
-				Ports:       []test.TestpmdPort{{Kind: test.VirtioUser, Path: sock, Packed: packed}},
+				Ports:       []testpmd.Port{{Kind: testpmd.VirtioUser, Path: sock, Packed: packed}},
 				Mode:        "txonly",
 				EthPeers:    map[int]string{0: innerMAC},
 				Interactive: true,
@@ -63,7 +63,7 @@ func TestVirtioUserToNIC(t *testing.T) {
 			if err := tp.Cmd("start"); err != nil {
 				t.Fatal(err)
 			}
-			if err := tp.WaitStats(func(m map[int]test.PortStats) bool { return m[0].TxPackets > 20000 }, 20*time.Second); err != nil {
+			if err := tp.WaitStats(func(m map[int]testpmd.PortStats) bool { return m[0].TxPackets > 20000 }, 20*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			fwd, err := tp.StopForwarding(10 * time.Second)
@@ -111,9 +111,9 @@ func TestNICToVirtioUser(t *testing.T) {
 			v.NS.MustRun(t, "ip", "neigh", "add", vuIP, "lladdr", vuMAC, "dev", v.Inner)
 			sock := filepath.Join(t.TempDir(), "vu.sock")
 			d := startDaemon(t, "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock+",name=vu,mac="+vuMAC)
-			tp := test.StartTestpmd(t, test.TestpmdConfig{
+			tp := testpmd.Start(t, testpmd.Config{
 				Name:        "vu-rx",
-				Ports:       []test.TestpmdPort{{Kind: test.VirtioUser, Path: sock, Packed: packed, MAC: vuMAC, QueueSize: 1024}},
+				Ports:       []testpmd.Port{{Kind: testpmd.VirtioUser, Path: sock, Packed: packed, MAC: vuMAC, QueueSize: 1024}},
 				Mode:        "rxonly",
 				Interactive: true,
 				StatsPeriod: 200 * time.Millisecond,
@@ -143,7 +143,7 @@ func TestNICToVirtioUser(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			_ = tp.WaitStats(func(m map[int]test.PortStats) bool { return m[0].RxPackets >= frames }, 5*time.Second)
+			_ = tp.WaitStats(func(m map[int]testpmd.PortStats) bool { return m[0].RxPackets >= frames }, 5*time.Second)
 			// testpmd's port statistics count what its PMD took from the
 			// ring; its forward statistics can lag behind them at "stop".
 			time.Sleep(500 * time.Millisecond)
