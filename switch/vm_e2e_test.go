@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/qemu"
 	"github.com/xvswitch/xvswitch/test/require"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestVMToVMReference(t *testing.T) {
 	require.Root(t)
 	require.Commands(t, "qemu-system-x86_64")
-	test.EnsureGuest(t)
+	qemu.EnsureGuest(t)
 	for _, packed := range []bool{true, false} {
 		t.Run(ringName(packed), func(t *testing.T) {
 			dir := t.TempDir()
@@ -28,11 +28,11 @@ func TestVMToVMReference(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg := test.ReferenceGuestConfig(sock[0], sock[1], packed)
-			run := test.StartGuest(t, cfg).Wait()
+			cfg := qemu.ReferenceGuestConfig(sock[0], sock[1], packed)
+			run := qemu.StartGuest(t, cfg).Wait()
 			run.RequireOK(t, cfg)
 			for nic := 0; nic < 2; nic++ {
-				if got := run.HasFeature(nic, test.VirtioFRingPacked); got != packed {
+				if got := run.HasFeature(nic, qemu.VirtioFRingPacked); got != packed {
 					t.Errorf("nic %d: RING_PACKED = %v, want %v", nic, got, packed)
 				}
 			}
