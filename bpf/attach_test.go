@@ -13,11 +13,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 func TestAttachNoInterface(t *testing.T) {
-	test.RequireRoot(t)
+	require.Root(t)
 	if _, err := Attach("xvsnosuchif0", Options{}); !errors.Is(err, ErrInterface) {
 		t.Fatalf("Attach to a missing interface: %v, want ErrInterface", err)
 	}
@@ -27,8 +28,8 @@ func TestAttachNoInterface(t *testing.T) {
 // generic with a warning, driver mode refuses.
 func TestXDPModes(t *testing.T) {
 	t.Parallel()
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ip")
+	require.Root(t)
+	require.Commands(t, "ip")
 	l := newLab(t, Policy{})
 	if l.S.XDPMode() != XDPDriver {
 		t.Errorf("veth attached in %s mode, want driver", l.S.XDPMode())
@@ -37,10 +38,10 @@ func TestXDPModes(t *testing.T) {
 		t.Errorf("veth: unexpected fallback:\n%s", l.Log)
 	}
 
-	br := test.UniqueName("xvb")
-	test.MustRun(t, "ip", "link", "add", br, "type", "bridge")
+	br := netns.UniqueName("xvb")
+	netns.MustRun(t, "ip", "link", "add", br, "type", "bridge")
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", br).Run() })
-	test.MustRun(t, "ip", "link", "set", br, "up")
+	netns.MustRun(t, "ip", "link", "set", br, "up")
 
 	if s, err := Attach(br, Options{XDPMode: XDPDriver}); !errors.Is(err, ErrAttach) {
 		if s != nil {
@@ -65,14 +66,14 @@ func TestXDPModes(t *testing.T) {
 	if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "generic mode") {
 		t.Errorf("no warning about the fallback:\n%s", buf)
 	}
-	out := test.MustRun(t, "ip", "link", "show", "dev", br)
+	out := netns.MustRun(t, "ip", "link", "show", "dev", br)
 	if !strings.Contains(out, "xdpgeneric") {
 		t.Errorf("ip link show %s does not show xdpgeneric:\n%s", br, out)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if out := test.MustRun(t, "ip", "link", "show", "dev", br); strings.Contains(out, "xdp") {
+	if out := netns.MustRun(t, "ip", "link", "show", "dev", br); strings.Contains(out, "xdp") {
 		t.Errorf("still attached after Close:\n%s", out)
 	}
 	if err := s.Close(); err != nil {
@@ -90,11 +91,11 @@ func TestXDPModes(t *testing.T) {
 // not ours to replace.
 func TestAttachForeignProgram(t *testing.T) {
 	t.Parallel()
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ip")
-	v := test.NewVeth(t, test.VethOptions{})
+	require.Root(t)
+	require.Commands(t, "ip")
+	v := netns.NewVeth(t, netns.VethOptions{})
 	if out, err := exec.Command("ip", "link", "set", "dev", v.Outer, "xdp", "obj", "steer_bpfel.o", "sec", "xdp").CombinedOutput(); err != nil {
-		test.SkipOrFail(t, fmt.Sprintf("iproute2 cannot load the object here: %v\n%s", err, out))
+		require.SkipOrFail(t, fmt.Sprintf("iproute2 cannot load the object here: %v\n%s", err, out))
 	}
 	if s, err := Attach(v.Outer, Options{}); !errors.Is(err, ErrBusy) {
 		if s != nil {
@@ -105,7 +106,7 @@ func TestAttachForeignProgram(t *testing.T) {
 	if _, err := os.Stat(PinRoot + "/" + v.Outer); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pin dir after refused Attach: %v", err)
 	}
-	if out := test.MustRun(t, "ip", "link", "show", "dev", v.Outer); !strings.Contains(out, "xdp") {
+	if out := netns.MustRun(t, "ip", "link", "show", "dev", v.Outer); !strings.Contains(out, "xdp") {
 		t.Errorf("foreign program was detached:\n%s", out)
 	}
 }
@@ -181,7 +182,7 @@ func TestSocketSlots(t *testing.T) {
 // Attach mounts one. Played in a private mount namespace on a throwaway
 // thread, with a tmpfs hiding the real bpffs.
 func TestMountBPFFS(t *testing.T) {
-	test.RequireRoot(t)
+	require.Root(t)
 	// The process's own namespace gets one the usual way first, so the
 	// check at the end can tell a leak from a mount made here.
 	if err := ensureBPFFS(slog.Default()); err != nil {
@@ -218,7 +219,7 @@ func TestMountBPFFS(t *testing.T) {
 	}()
 	if err := <-errc; err != nil {
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) {
-			test.SkipOrFail(t, "cannot make a private mount namespace here: "+err.Error())
+			require.SkipOrFail(t, "cannot make a private mount namespace here: "+err.Error())
 		}
 		t.Fatal(err)
 	}

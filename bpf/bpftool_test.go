@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // counterFields are the C names bpftool prints, in Go field order.
@@ -20,7 +21,7 @@ var counterFields = []string{
 // bpftoolCounters sums what `bpftool -j map dump pinned` shows per CPU.
 func bpftoolCounters(t *testing.T, path string) (Counters, int) {
 	t.Helper()
-	out := test.MustRun(t, "bpftool", "-j", "map", "dump", "pinned", path)
+	out := netns.MustRun(t, "bpftool", "-j", "map", "dump", "pinned", path)
 	var dump []struct {
 		Formatted struct {
 			Key    uint32 `json:"key"`
@@ -54,7 +55,7 @@ func bpftoolCounters(t *testing.T, path string) (Counters, int) {
 // shows are the ones the Go side reads.
 func TestBpftoolDump(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "bpftool", "ping")
+	require.Commands(t, "bpftool", "ping")
 	l := newLab(t, Policy{Mode: ModeMAC, Multicast: true})
 	vm := randomVMMAC()
 	if err := l.S.AddMAC(vm, 42); err != nil {
@@ -87,14 +88,14 @@ func TestBpftoolDump(t *testing.T) {
 	}
 
 	// The plain dump names every field too.
-	plain := test.MustRun(t, "bpftool", "map", "dump", "pinned", path)
+	plain := netns.MustRun(t, "bpftool", "map", "dump", "pinned", path)
 	for _, f := range counterFields {
 		if !strings.Contains(plain, `"`+f+`"`) {
 			t.Errorf("plain counters dump lacks %q:\n%s", f, plain)
 		}
 	}
 	// The policy prints its mode by name, the MAC map its key bytes and port.
-	cfg := test.MustRun(t, "bpftool", "map", "dump", "pinned", filepath.Join(l.S.PinDir(), "config"))
+	cfg := netns.MustRun(t, "bpftool", "map", "dump", "pinned", filepath.Join(l.S.PinDir(), "config"))
 	for _, s := range []string{`"mode": "XVS_MODE_MAC"`, `"broadcast": 0`, `"multicast": 1`} {
 		if !strings.Contains(cfg, s) {
 			t.Errorf("config dump lacks %s:\n%s", s, cfg)
@@ -108,7 +109,7 @@ func TestBpftoolDump(t *testing.T) {
 			Port uint32 `json:"port"`
 		} `json:"value"`
 	}
-	out := test.MustRun(t, "bpftool", "map", "dump", "pinned", filepath.Join(l.S.PinDir(), "macs"))
+	out := netns.MustRun(t, "bpftool", "map", "dump", "pinned", filepath.Join(l.S.PinDir(), "macs"))
 	if err := json.Unmarshal([]byte(out), &macs); err != nil || len(macs) != 1 {
 		t.Fatalf("macs dump: %v\n%s", err, out)
 	}
@@ -116,11 +117,11 @@ func TestBpftoolDump(t *testing.T) {
 		t.Errorf("macs dump: %+v, want %s port 42", macs[0], vm)
 	}
 	// Program and link by name.
-	prog := test.MustRun(t, "bpftool", "prog", "show", "pinned", filepath.Join(l.S.PinDir(), "xvs_steer"))
+	prog := netns.MustRun(t, "bpftool", "prog", "show", "pinned", filepath.Join(l.S.PinDir(), "xvs_steer"))
 	if !strings.Contains(prog, "xdp") || !strings.Contains(prog, "name xvs_steer") {
 		t.Errorf("prog show:\n%s", prog)
 	}
-	lk := test.MustRun(t, "bpftool", "link", "show", "pinned", filepath.Join(l.S.PinDir(), "link"))
+	lk := netns.MustRun(t, "bpftool", "link", "show", "pinned", filepath.Join(l.S.PinDir(), "link"))
 	if !strings.Contains(lk, "xdp") || !strings.Contains(lk, fmt.Sprintf("prog %d", progID(t, l.S))) {
 		t.Errorf("link show:\n%s", lk)
 	}

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 func TestMain(m *testing.M) {
@@ -52,7 +53,7 @@ func newLogger() (*slog.Logger, *logBuffer) {
 // steering program attached, and whose inner end (a namespace) plays the
 // wire: a host that sends to the outer end's address and to VMs' MACs.
 type lab struct {
-	*test.Veth
+	*netns.Veth
 	S                 *Steering
 	Log               *logBuffer
 	Net               string // "10.x.y": the /24 of the pair
@@ -71,19 +72,19 @@ func newLab(t *testing.T, p Policy) *lab {
 // newLabQueues is newLab with a veth of the given number of rx/tx queues.
 func newLabQueues(t *testing.T, p Policy, queues int) *lab {
 	t.Helper()
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ip")
+	require.Root(t)
+	require.Commands(t, "ip")
 	var b [2]byte
 	_, _ = rand.Read(b[:])
 	n := fmt.Sprintf("10.%d.%d", 160+int(b[0])%64, b[1])
 	l := &lab{Net: n, OuterIP: n + ".1", InnerIP: n + ".2", VMIP: n + ".9", BcastIP: n + ".255"}
-	l.Veth = test.NewVeth(t, test.VethOptions{Queues: queues, OuterAddr: l.OuterIP + "/24", InnerAddr: l.InnerIP + "/24"})
+	l.Veth = netns.NewVeth(t, netns.VethOptions{Queues: queues, OuterAddr: l.OuterIP + "/24", InnerAddr: l.InnerIP + "/24"})
 	// A quiet wire: no IPv6 chatter (router solicitations, MLD) from the
 	// namespace, so the counters see only the frames a test sends.
 	l.NS.MustRun(t, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1")
 	l.NS.MustRun(t, "sysctl", "-q", "-w", "net.ipv6.conf."+l.Inner+".disable_ipv6=1")
 	l.NS.MustRun(t, "ip", "route", "add", "224.0.0.0/4", "dev", l.Inner)
-	l.OuterMAC = test.MAC(t, nil, l.Outer)
+	l.OuterMAC = netns.MAC(t, nil, l.Outer)
 	log, buf := newLogger()
 	s, err := Attach(l.Outer, Options{Policy: p, Logger: log})
 	if err != nil {

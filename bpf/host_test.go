@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 	"github.com/xvswitch/xvswitch/xsk"
 )
 
@@ -130,14 +131,14 @@ func (l *lab) neighLLAddr(t *testing.T, ip string) string {
 // added and removed at runtime follow.
 func TestHostAddrsResolvableWhileGroupsSteered(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping", "bpftool")
+	require.Commands(t, "ping", "bpftool")
 	l := newLab(t, Policy{Mode: ModeMAC, Broadcast: true, Multicast: true})
 	// This test wants IPv6 on the wire (newLab turns it off in the namespace).
 	l.NS.MustRun(t, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=0")
 	l.NS.MustRun(t, "sysctl", "-q", "-w", "net.ipv6.conf."+l.Inner+".disable_ipv6=0")
 	ula := randomULA()
 	outer6, inner6 := ula+"1", ula+"2"
-	test.MustRun(t, "ip", "addr", "add", outer6+"/64", "dev", l.Outer, "nodad")
+	netns.MustRun(t, "ip", "addr", "add", outer6+"/64", "dev", l.Outer, "nodad")
 	l.NS.MustRun(t, "ip", "addr", "add", inner6+"/64", "dev", l.Inner, "nodad")
 	sock := l.rxSocket(t)
 
@@ -219,8 +220,8 @@ func TestHostAddrsResolvableWhileGroupsSteered(t *testing.T) {
 	// Addresses added and removed at runtime follow, and the program
 	// uses them: a peer resolves the new address.
 	extra4, extra6 := l.Net+".77", ula+"77"
-	test.MustRun(t, "ip", "addr", "add", extra4+"/32", "dev", l.Outer)
-	test.MustRun(t, "ip", "addr", "add", extra6+"/128", "dev", l.Outer, "nodad")
+	netns.MustRun(t, "ip", "addr", "add", extra4+"/32", "dev", l.Outer)
+	netns.MustRun(t, "ip", "addr", "add", extra6+"/128", "dev", l.Outer, "nodad")
 	awaitHostAddrs(t, l.S, "gained "+extra4+" and "+extra6, func(a []net.IP) bool { return hasIP(a, extra4) && hasIP(a, extra6) })
 	c0 = l.counters(t)
 	l.ping(t, extra4, 1)
@@ -229,8 +230,8 @@ func TestHostAddrsResolvableWhileGroupsSteered(t *testing.T) {
 		t.Fatalf("ping -6 %s:\n%s", extra6, out)
 	}
 	l.waitDelta(t, c0, Counters{HostARPPassed: 1, HostNDPassed: 1})
-	test.MustRun(t, "ip", "addr", "del", extra4+"/32", "dev", l.Outer)
-	test.MustRun(t, "ip", "addr", "del", extra6+"/128", "dev", l.Outer)
+	netns.MustRun(t, "ip", "addr", "del", extra4+"/32", "dev", l.Outer)
+	netns.MustRun(t, "ip", "addr", "del", extra6+"/128", "dev", l.Outer)
 	addrs = awaitHostAddrs(t, l.S, "lost "+extra4+" and "+extra6, func(a []net.IP) bool { return !hasIP(a, extra4) && !hasIP(a, extra6) })
 	if !hasIP(addrs, l.OuterIP) || !hasIP(addrs, outer6) || !hasIP(addrs, ll) {
 		t.Fatalf("after removing the extra addresses: %v", addrs)
@@ -241,7 +242,7 @@ func TestHostAddrsResolvableWhileGroupsSteered(t *testing.T) {
 // byte by byte, with the index of the interface it is on beside it.
 func checkHostDump(t *testing.T, l *lab, name, ip string, ifindex int) {
 	t.Helper()
-	out := test.MustRun(t, "bpftool", "-j", "map", "dump", "pinned", filepath.Join(l.S.PinDir(), name))
+	out := netns.MustRun(t, "bpftool", "-j", "map", "dump", "pinned", filepath.Join(l.S.PinDir(), name))
 	var dump []struct {
 		Formatted struct {
 			Key struct {
@@ -268,7 +269,7 @@ func checkHostDump(t *testing.T, l *lab, name, ip string, ifindex int) {
 	if !found {
 		t.Errorf("bpftool dump of %s lacks %s on ifindex %d:\n%s", name, ip, ifindex, out)
 	}
-	plain := test.MustRun(t, "bpftool", "map", "dump", "pinned", filepath.Join(l.S.PinDir(), name))
+	plain := netns.MustRun(t, "bpftool", "map", "dump", "pinned", filepath.Join(l.S.PinDir(), name))
 	if !strings.Contains(plain, `"addr": [`) || !strings.Contains(plain, `"ifindex": `) {
 		t.Errorf("plain dump of %s does not name its fields:\n%s", name, plain)
 	}
@@ -300,7 +301,7 @@ func ifindex(t *testing.T, name string) int {
 // tagged) and the bridge it becomes a port of.
 func TestHostAddrsOfStackedDevices(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping", "ethtool", "bpftool")
+	require.Commands(t, "ping", "ethtool", "bpftool")
 	l := newLab(t, Policy{Mode: ModeMAC, Broadcast: true, Multicast: true})
 	l.rxSocket(t)
 	if err := l.S.TrackHostAddrs(t.Context()); err != nil {
@@ -315,16 +316,16 @@ func TestHostAddrsOfStackedDevices(t *testing.T) {
 	// A macvlan device on the NIC: broadcast ARP for its address arrives
 	// through the NIC.
 	mv := l.Outer + "m"
-	test.MustRun(t, "ip", "link", "add", "link", l.Outer, "name", mv, "type", "macvlan", "mode", "bridge")
-	test.MustRun(t, "ip", "addr", "add", mnet+".1/24", "dev", mv)
-	test.MustRun(t, "ip", "link", "set", mv, "up")
+	netns.MustRun(t, "ip", "link", "add", "link", l.Outer, "name", mv, "type", "macvlan", "mode", "bridge")
+	netns.MustRun(t, "ip", "addr", "add", mnet+".1/24", "dev", mv)
+	netns.MustRun(t, "ip", "link", "set", mv, "up")
 	l.NS.MustRun(t, "ip", "addr", "add", mnet+".2/24", "dev", l.Inner)
 	awaitHostAddrs(t, l.S, "gained the macvlan's "+mnet+".1", func(a []net.IP) bool { return hasIP(a, mnet+".1") })
 	checkHostDump(t, l, "host_v4", mnet+".1", ifindex(t, mv))
 	t.Logf("ping to the macvlan: %+v", l.pingAfterFlush(t, mnet+".1"))
 	// Gone (and out of the way: a NIC with a macvlan cannot be a bridge
 	// port), its address is not the host's on this NIC any more.
-	test.MustRun(t, "ip", "link", "del", mv)
+	netns.MustRun(t, "ip", "link", "del", mv)
 	awaitHostAddrs(t, l.S, "lost the macvlan's "+mnet+".1", func(a []net.IP) bool { return !hasIP(a, mnet+".1") })
 
 	// VLAN 100 on both ends, where the kernel has 802.1Q; the namespace
@@ -335,8 +336,8 @@ func TestHostAddrsOfStackedDevices(t *testing.T) {
 		t.Logf("no VLAN devices here (%v: %s): tagged ARP is covered by TestProgramHostVerdicts only", err, bytes.TrimSpace(out))
 		vo = ""
 	} else {
-		test.MustRun(t, "ip", "addr", "add", vnet+".1/24", "dev", vo)
-		test.MustRun(t, "ip", "link", "set", vo, "up")
+		netns.MustRun(t, "ip", "addr", "add", vnet+".1/24", "dev", vo)
+		netns.MustRun(t, "ip", "link", "set", vo, "up")
 		l.NS.MustRun(t, "ethtool", "-K", l.Inner, "txvlan", "off")
 		l.NS.MustRun(t, "ip", "link", "add", "link", l.Inner, "name", vi, "type", "vlan", "id", "100")
 		l.NS.MustRun(t, "ip", "addr", "add", vnet+".2/24", "dev", vi)
@@ -347,12 +348,12 @@ func TestHostAddrsOfStackedDevices(t *testing.T) {
 	}
 
 	// The NIC becomes a bridge port; the bridge's address is the host's.
-	br := test.UniqueName("xvb")
-	test.MustRun(t, "ip", "link", "add", br, "type", "bridge")
+	br := netns.UniqueName("xvb")
+	netns.MustRun(t, "ip", "link", "add", br, "type", "bridge")
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", br).Run() })
-	test.MustRun(t, "ip", "link", "set", l.Outer, "master", br)
-	test.MustRun(t, "ip", "addr", "add", bnet+".1/24", "dev", br)
-	test.MustRun(t, "ip", "link", "set", br, "up")
+	netns.MustRun(t, "ip", "link", "set", l.Outer, "master", br)
+	netns.MustRun(t, "ip", "addr", "add", bnet+".1/24", "dev", br)
+	netns.MustRun(t, "ip", "link", "set", br, "up")
 	l.NS.MustRun(t, "ip", "addr", "add", bnet+".2/24", "dev", l.Inner)
 	awaitHostAddrs(t, l.S, "gained the bridge's "+bnet+".1", func(a []net.IP) bool { return hasIP(a, bnet+".1") })
 	checkHostDump(t, l, "host_v4", bnet+".1", ifindex(t, br))
@@ -360,9 +361,9 @@ func TestHostAddrsOfStackedDevices(t *testing.T) {
 
 	// Out of the bridge and without the VLAN, their addresses are not the
 	// host's on this NIC any more.
-	test.MustRun(t, "ip", "link", "set", l.Outer, "nomaster")
+	netns.MustRun(t, "ip", "link", "set", l.Outer, "nomaster")
 	if vo != "" {
-		test.MustRun(t, "ip", "link", "del", vo)
+		netns.MustRun(t, "ip", "link", "del", vo)
 	}
 	addrs := awaitHostAddrs(t, l.S, "lost the stacked devices' addresses", func(a []net.IP) bool {
 		return !hasIP(a, bnet+".1") && !hasIP(a, vnet+".1")

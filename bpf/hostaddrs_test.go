@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 )
 
 func ips(ss ...string) []net.IP {
@@ -223,7 +223,7 @@ func TestTrackHostAddrsResubscribes(t *testing.T) {
 	first := <-subs
 	first.close() // the library's receive fails and closes the channels
 	extra := l.Net + ".78"
-	test.MustRun(t, "ip", "addr", "add", extra+"/32", "dev", l.Outer)
+	netns.MustRun(t, "ip", "addr", "add", extra+"/32", "dev", l.Outer)
 	select {
 	case <-subs:
 	case <-time.After(10 * time.Second): // bounds a hang only
@@ -231,6 +231,6 @@ func TestTrackHostAddrsResubscribes(t *testing.T) {
 	}
 	awaitHostAddrs(t, l.S, "gained "+extra+" (changed while unsubscribed, or after)", func(a []net.IP) bool { return hasIP(a, extra) })
 	// The new subscription works.
-	test.MustRun(t, "ip", "addr", "del", extra+"/32", "dev", l.Outer)
+	netns.MustRun(t, "ip", "addr", "del", extra+"/32", "dev", l.Outer)
 	awaitHostAddrs(t, l.S, "lost "+extra, func(a []net.IP) bool { return !hasIP(a, extra) })
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 func randomVMMAC() net.HardwareAddr {
@@ -33,7 +33,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // to the kernel, which keeps answering.
 func TestMACPolicy(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping")
+	require.Commands(t, "ping")
 	l := newLab(t, Policy{Mode: ModeMAC})
 	vm := randomVMMAC()
 	if err := l.S.AddMAC(vm, 1); err != nil {
@@ -129,7 +129,7 @@ func TestMACPolicy(t *testing.T) {
 // host reachable until the switch puts its socket in.
 func TestAllAndNonePolicy(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping")
+	require.Commands(t, "ping")
 	l := newLab(t, Policy{Mode: ModeAll})
 	c0 := l.counters(t)
 	l.ping(t, l.OuterIP, 3)

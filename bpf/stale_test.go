@@ -15,7 +15,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 const crashChildEnv = "XVS_BPF_TEST_CRASH_CHILD"
@@ -49,7 +50,7 @@ func (s *Steering) abandon() {
 // none), read with iproute2, independently of the loader.
 func attachedProg(t *testing.T, ifname string) uint32 {
 	t.Helper()
-	out := test.MustRun(t, "ip", "-j", "link", "show", "dev", ifname)
+	out := netns.MustRun(t, "ip", "-j", "link", "show", "dev", ifname)
 	var links []struct {
 		XDP *struct {
 			Prog *struct {
@@ -153,7 +154,7 @@ func checkReplaced(t *testing.T, l *lab, oldProg uint32) {
 // attached; the next Attach detects that, replaces it, and says so.
 func TestStalePinOfKilledProcess(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping")
+	require.Commands(t, "ping")
 	l := newLab(t, Policy{})
 	if err := l.S.Close(); err != nil { // the child owns the interface
 		t.Fatal(err)
@@ -204,7 +205,7 @@ func TestStalePinOfKilledProcess(t *testing.T) {
 // without Close (fds and lock gone, pins kept).
 func TestStalePinOfAbandonedSteering(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping")
+	require.Commands(t, "ping")
 	l := newLab(t, Policy{Mode: ModeAll})
 	old := progID(t, l.S)
 	l.S.abandon()
@@ -215,7 +216,7 @@ func TestStalePinOfAbandonedSteering(t *testing.T) {
 // the first one working.
 func TestAttachBusy(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping")
+	require.Commands(t, "ping")
 	l := newLab(t, Policy{Mode: ModeMAC})
 	prog := progID(t, l.S)
 	if s, err := Attach(l.Outer, Options{}); !errors.Is(err, ErrBusy) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // loaded is the program and maps loaded but attached nowhere: frames are
@@ -15,7 +15,7 @@ import (
 // wire, including frames a veth would never deliver.
 func loaded(tb testing.TB) *steerObjects {
 	tb.Helper()
-	test.RequireRoot(tb)
+	require.Root(tb)
 	var o steerObjects
 	if err := loadSteerObjects(&o, nil); err != nil {
 		tb.Fatal(err)

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 	"github.com/xvswitch/xvswitch/xsk"
 )
 
@@ -18,7 +19,7 @@ import (
 // the kernel and is answered; without the socket they go back to the kernel.
 func TestSteerToAFXDPSocket(t *testing.T) {
 	t.Parallel()
-	test.RequireCommands(t, "ping")
+	require.Commands(t, "ping")
 	l := newLab(t, Policy{Mode: ModeMAC})
 	vm := randomVMMAC()
 	if err := l.S.AddMAC(vm, 1); err != nil {
@@ -53,7 +54,7 @@ func TestSteerToAFXDPSocket(t *testing.T) {
 
 	var descs [xsk.MaxBurst]xsk.Desc
 	got := 0
-	inner := test.MAC(t, l.NS, l.Inner)
+	inner := netns.MAC(t, l.NS, l.Inner)
 	deadline := time.Now().Add(10 * time.Second) // bounds a hang only
 	for got < n {
 		k := sock.Receive(descs[:])
@@ -103,7 +104,7 @@ func TestSteerToAFXDPSocket(t *testing.T) {
 func TestSteerPerQueue(t *testing.T) {
 	t.Parallel()
 	if runtime.NumCPU() < 2 {
-		test.SkipOrFail(t, "a 2-queue veth needs 2 CPUs")
+		require.SkipOrFail(t, "a 2-queue veth needs 2 CPUs")
 	}
 	l := newLabQueues(t, Policy{Mode: ModeMAC}, 2)
 	vm := randomVMMAC()

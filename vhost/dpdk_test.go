@@ -13,7 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
+	"github.com/xvswitch/xvswitch/test/testpmd"
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/virtionet"
 	"github.com/xvswitch/xvswitch/virtq"
@@ -162,9 +163,9 @@ func openDevice(t *testing.T, cfg vhost.Config) *vhost.Device {
 // on/off and one or two queue pairs (pairwise: every value of every
 // option meets every value of every other).
 func TestDPDKVirtioUser(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "dpdk-testpmd", "stdbuf")
-	test.RequireLong(t)
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd", "stdbuf")
+	require.Long(t)
 	cases := []struct {
 		packed, mrg, inOrder bool
 		queues, frame        int
@@ -206,9 +207,9 @@ func TestDPDKVirtioUser(t *testing.T) {
 			d := openDevice(t, vhost.Config{Name: "dpdk", Path: sock, QueuePairs: tc.queues, MTU: mtu,
 				OnEvent: func(e vhost.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }})
 			p := startPoller(t, d)
-			tp := test.StartTestpmd(t, test.TestpmdConfig{
+			tp := testpmd.Start(t, testpmd.Config{
 				Name: "vu",
-				Ports: []test.TestpmdPort{{Kind: test.VirtioUser, Path: sock, Queues: tc.queues,
+				Ports: []testpmd.Port{{Kind: testpmd.VirtioUser, Path: sock, Queues: tc.queues,
 					Packed: tc.packed, MrgRxbuf: tc.mrg, InOrder: tc.inOrder, QueueSize: 1024}},
 				FrameSize:   tc.frame,
 				MainCPU:     testpmdCPU,
@@ -237,7 +238,7 @@ func TestDPDKVirtioUser(t *testing.T) {
 			}
 
 			t.Run("txonly", func(t *testing.T) {
-				want, err := test.TxonlyFrame(test.TestpmdDefaultPeer(0), tp.MAC(0), tc.frame)
+				want, err := testpmd.TxonlyFrame(testpmd.DefaultPeer(0), tp.MAC(0), tc.frame)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -283,7 +284,7 @@ func TestDPDKVirtioUser(t *testing.T) {
 			})
 
 			t.Run("rxonly", func(t *testing.T) {
-				out, err := test.TxonlyFrame(tp.MAC(0), net6(2), rxFrame)
+				out, err := testpmd.TxonlyFrame(tp.MAC(0), net6(2), rxFrame)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -296,8 +297,8 @@ func TestDPDKVirtioUser(t *testing.T) {
 				waitFor(t, 60*time.Second, "frames delivered", func() bool { return p.quota.Load() <= 0 })
 				p.out.Store(nil)
 				sent := p.sent.Load() - sent0
-				var last test.PortStats
-				err = tp.WaitStats(func(m map[int]test.PortStats) bool {
+				var last testpmd.PortStats
+				err = tp.WaitStats(func(m map[int]testpmd.PortStats) bool {
 					last = m[0]
 					return m[0].RxPackets-base.RxPackets >= sent
 				}, 10*time.Second)
@@ -380,7 +381,7 @@ func TestDPDKVirtioUser(t *testing.T) {
 // away in the port statistics only, between printing the mode's banner and
 // the queue configuration ("RX queue number"), which therefore marks the
 // moment from which every frame delivered is forwarded and counted.
-func startFwd(t *testing.T, tp *test.Testpmd, mode string) {
+func startFwd(t *testing.T, tp *testpmd.Process, mode string) {
 	t.Helper()
 	const mark = "RX queue number:"
 	before := countInLog(t, tp, mark)
@@ -392,7 +393,7 @@ func startFwd(t *testing.T, tp *test.Testpmd, mode string) {
 	waitFor(t, 10*time.Second, "testpmd to start "+mode, func() bool { return countInLog(t, tp, mark) > before })
 }
 
-func countInLog(t *testing.T, tp *test.Testpmd, s string) int {
+func countInLog(t *testing.T, tp *testpmd.Process, s string) int {
 	b, err := os.ReadFile(tp.LogPath)
 	if err != nil {
 		t.Fatal(err)
@@ -441,9 +442,9 @@ func b01(b bool) int {
 // new one connects to the same device; frames flow again, counted exactly,
 // and the device reports the lifecycle (ready, stopped, gone, ready).
 func TestDPDKRestart(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "dpdk-testpmd", "stdbuf")
-	test.RequireLong(t)
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd", "stdbuf")
+	require.Long(t)
 	sock := filepath.Join(t.TempDir(), "vu.sock")
 	var mu sync.Mutex
 	var kinds []vhost.EventKind
@@ -451,15 +452,15 @@ func TestDPDKRestart(t *testing.T) {
 		OnEvent: func(e vhost.Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() }})
 	p := startPoller(t, d)
 	for round := 0; round < 2; round++ {
-		tp := test.StartTestpmd(t, test.TestpmdConfig{
+		tp := testpmd.Start(t, testpmd.Config{
 			Name:        fmt.Sprintf("vu%d", round),
-			Ports:       []test.TestpmdPort{{Kind: test.VirtioUser, Path: sock, Packed: round == 0, MrgRxbuf: true, QueueSize: 1024}},
+			Ports:       []testpmd.Port{{Kind: testpmd.VirtioUser, Path: sock, Packed: round == 0, MrgRxbuf: true, QueueSize: 1024}},
 			MainCPU:     testpmdCPU,
 			FwdCPUs:     []int{testpmdCPU},
 			Interactive: true,
 			StatsPeriod: 200 * time.Millisecond,
 		})
-		want, err := test.TxonlyFrame(test.TestpmdDefaultPeer(0), tp.MAC(0), 64)
+		want, err := testpmd.TxonlyFrame(testpmd.DefaultPeer(0), tp.MAC(0), 64)
 		if err != nil {
 			t.Fatal(err)
 		}

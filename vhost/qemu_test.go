@@ -10,7 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/qemu"
+	"github.com/xvswitch/xvswitch/test/require"
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/virtionet"
 	"github.com/xvswitch/xvswitch/virtq"
@@ -137,9 +138,9 @@ func openServer(t *testing.T, name, sock string, mtu int) *vhost.Device {
 
 func requireQEMU(t *testing.T) {
 	t.Helper()
-	test.RequireRoot(t)
-	test.RequireCommands(t, "qemu-system-x86_64")
-	test.RequireLong(t)
+	require.Root(t)
+	require.Commands(t, "qemu-system-x86_64")
+	require.Long(t)
 }
 
 // TestQEMUGuestPing: a guest's two NICs on two devices joined by the loop
@@ -156,22 +157,22 @@ func TestQEMUGuestPing(t *testing.T) {
 			a := openServer(t, "vm-a", s0, 9000)
 			b := openServer(t, "vm-b", s1, 9000)
 			l := startLoop(t, a, b)
-			cfg := test.GuestConfig{
-				NICs: []test.GuestNIC{
+			cfg := qemu.GuestConfig{
+				NICs: []qemu.GuestNIC{
 					{Socket: s0, Packed: packed, MTU: 9000, Addr: "10.77.0.1/24"},
 					{Socket: s1, Packed: packed, MTU: 9000, Addr: "10.77.0.2/24", Netns: "far"},
 				},
-				Commands: []test.GuestCommand{
-					test.GuestPing("ping", "", "10.77.0.2", 5, 56),
-					test.GuestPing("jumbo", "", "10.77.0.2", 3, 8000),
-					test.GuestTCP("tcp", "far", "10.77.0.2", "", 5001, 256*1024),
+				Commands: []qemu.GuestCommand{
+					qemu.GuestPing("ping", "", "10.77.0.2", 5, 56),
+					qemu.GuestPing("jumbo", "", "10.77.0.2", 3, 8000),
+					qemu.GuestTCP("tcp", "far", "10.77.0.2", "", 5001, 256*1024),
 				},
 				Timeout: 150 * time.Second,
 			}
-			run := test.StartGuest(t, cfg).Wait()
+			run := qemu.StartGuest(t, cfg).Wait()
 			run.RequireOK(t, cfg)
 			for i := 0; i < 2; i++ {
-				if got := run.HasFeature(i, test.VirtioFRingPacked); got != packed {
+				if got := run.HasFeature(i, qemu.VirtioFRingPacked); got != packed {
 					t.Errorf("eth%d negotiated packed=%v, want %v", i, got, packed)
 				}
 				if mtu := run.NIC(i).MTU; mtu != 9000 {
@@ -235,16 +236,16 @@ while [ $n -lt 120 ]; do
 done
 echo "tries=$n fails=$fails after=$after"
 [ $fails -gt 0 ] && [ $after -ge 3 ]`
-	cfg := test.GuestConfig{
-		NICs: []test.GuestNIC{
+	cfg := qemu.GuestConfig{
+		NICs: []qemu.GuestNIC{
 			{Socket: s0, Server: true, Addr: "10.78.0.1/24"},
 			{Socket: s1, Server: true, Addr: "10.78.0.2/24", Netns: "far"},
 		},
-		Commands: []test.GuestCommand{test.GuestShell("outage", "", script)},
+		Commands: []qemu.GuestCommand{qemu.GuestShell("outage", "", script)},
 		Timeout:  180 * time.Second,
 	}
 	cfg.Commands[0].Timeout = 150 * time.Second
-	g := test.StartGuest(t, cfg)
+	g := qemu.StartGuest(t, cfg)
 	a, b := open("vm-a", s0), open("vm-b", s1)
 	l := startLoop(t, a, b)
 	t.Cleanup(func() { _ = l.a.Load().Close(); _ = l.b.Load().Close() })

@@ -5,7 +5,8 @@ import (
 	"testing"
 
 	"github.com/xvswitch/xvswitch/portspec"
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // TestNICBridgePing joins two veth "NICs" through the learning bridge: a
@@ -14,15 +15,15 @@ import (
 // namespace still reaches the host's own address on the outer end, which
 // the steering program leaves to the kernel.
 func TestNICBridgePing(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ping")
+	require.Root(t)
+	require.Commands(t, "ping")
 	// The first NIC has two queues: the port binds a socket to each.
-	v1 := test.NewVeth(t, test.VethOptions{Queues: 2, InnerAddr: "10.91.0.1/24", OuterAddr: "10.91.1.1/24"})
-	v2 := test.NewVeth(t, test.VethOptions{InnerAddr: "10.91.0.2/24"})
+	v1 := netns.NewVeth(t, netns.VethOptions{Queues: 2, InnerAddr: "10.91.0.1/24", OuterAddr: "10.91.1.1/24"})
+	v2 := netns.NewVeth(t, netns.VethOptions{InnerAddr: "10.91.0.2/24"})
 	v1.NS.MustRun(t, "ip", "addr", "add", "10.91.1.2/24", "dev", v1.Inner)
 
 	s := startTestSwitch(t, Config{Workers: 1})
-	for _, v := range []*test.Veth{v1, v2} {
+	for _, v := range []*netns.Veth{v1, v2} {
 		if err := s.AddNIC(portspec.NIC{Name: v.Outer, Ifname: v.Outer, Mode: portspec.ModeCopy}); err != nil {
 			t.Fatal(err)
 		}

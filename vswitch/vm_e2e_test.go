@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/xvswitch/xvswitch/portspec"
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/qemu"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // TestVMToVMReference runs the harness's reference topology on xvswitch
@@ -14,9 +15,9 @@ import (
 // the guest) on two vhost-user ports of the learning bridge; eth0 pings
 // eth1 and sends a TCP stream to it across the switch. Both ring kinds.
 func TestVMToVMReference(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "qemu-system-x86_64")
-	test.EnsureGuest(t)
+	require.Root(t)
+	require.Commands(t, "qemu-system-x86_64")
+	qemu.EnsureGuest(t)
 	for _, packed := range []bool{true, false} {
 		t.Run(ringName(packed), func(t *testing.T) {
 			dir := t.TempDir()
@@ -28,11 +29,11 @@ func TestVMToVMReference(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg := test.ReferenceGuestConfig(sock[0], sock[1], packed)
-			run := test.StartGuest(t, cfg).Wait()
+			cfg := qemu.ReferenceGuestConfig(sock[0], sock[1], packed)
+			run := qemu.StartGuest(t, cfg).Wait()
 			run.RequireOK(t, cfg)
 			for nic := 0; nic < 2; nic++ {
-				if got := run.HasFeature(nic, test.VirtioFRingPacked); got != packed {
+				if got := run.HasFeature(nic, qemu.VirtioFRingPacked); got != packed {
 					t.Errorf("nic %d: RING_PACKED = %v, want %v", nic, got, packed)
 				}
 			}

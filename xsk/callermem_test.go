@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,7 +18,7 @@ import (
 //     the namespace, and completes back to the stash (completions matched in
 //     order, although the kernel clears bit 0 of the address it returns).
 func TestCallerMemoryUnaligned(t *testing.T) {
-	test.RequireRoot(t)
+	require.Root(t)
 	const half = 1 << 20
 	mem := mapTwoMemfds(t, half)
 	u, err := NewUMEMFromMemory(mem, UMEMConfig{FrameSize: 2048, Unaligned: true, Headroom: 64})

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,7 +16,7 @@ import (
 // CAP_IPC_LOCK is dropped on a locked thread that is thrown away afterwards;
 // the rlimit is per process and is restored.
 func TestMemlockError(t *testing.T) {
-	test.RequireRoot(t)
+	require.Root(t)
 	var old unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &old); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,8 +15,8 @@ import (
 // a bind that failed (zero-copy, or a missing interface) leaves the UMEM
 // usable; auto mode ends in copy mode with need_wakeup.
 func TestBindModes(t *testing.T) {
-	test.RequireRoot(t)
-	v := test.NewVeth(t, test.VethOptions{})
+	require.Root(t)
+	v := netns.NewVeth(t, netns.VethOptions{})
 	idx := ifindex(t, v.Outer)
 	u, err := NewUMEM(UMEMConfig{FrameSize: 2048, NumFrames: 1024})
 	if err != nil {
@@ -48,7 +49,7 @@ func TestBindModes(t *testing.T) {
 		t.Logf("XDP_MAX_TX_SKB_BUDGET not applied (kernel default); budget %d", s.TXBudget())
 	}
 	// Forced copy on another queue of another veth, sharing the UMEM.
-	v2 := test.NewVeth(t, test.VethOptions{})
+	v2 := netns.NewVeth(t, netns.VethOptions{})
 	cp := small
 	cp.Mode = ModeCopy
 	s2, err := u.Bind(ifindex(t, v2.Outer), 0, cp)

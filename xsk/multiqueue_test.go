@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,8 +19,8 @@ import (
 // get frames. Every frame must arrive, each on its queue's socket, in that
 // socket's own frames.
 func TestSharedUMEMMultiQueue(t *testing.T) {
-	test.RequireRoot(t)
-	v := test.NewVeth(t, test.VethOptions{Queues: 2})
+	require.Root(t)
+	v := netns.NewVeth(t, netns.VethOptions{Queues: 2})
 	x := newXDPRedirect(t, 2)
 	x.attach(t, v.Outer)
 	u, err := NewUMEM(UMEMConfig{FrameSize: 2048, NumFrames: 2048})

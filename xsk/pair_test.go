@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // pair is a veth with an AF_XDP socket on each end: rx on the outer end
@@ -12,14 +13,14 @@ import (
 // inside the namespace (TX only), a traffic generator written with this
 // package itself.
 type pair struct {
-	v   *test.Veth
+	v   *netns.Veth
 	rx  *Socket
 	gen *Socket
 }
 
 func newPair(t testing.TB, rxCfg SocketConfig) *pair {
 	t.Helper()
-	test.RequireRoot(t)
+	require.Root(t)
 	u, err := NewUMEM(UMEMConfig{FrameSize: 2048, NumFrames: 8192})
 	if err != nil {
 		t.Fatal(err)
@@ -32,9 +33,9 @@ func newPair(t testing.TB, rxCfg SocketConfig) *pair {
 func newPairOn(t testing.TB, u *UMEM, rxCfg SocketConfig) *pair {
 	t.Helper()
 	t.Cleanup(func() { u.Close() })
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ip")
-	v := test.NewVeth(t, test.VethOptions{})
+	require.Root(t)
+	require.Commands(t, "ip")
+	v := netns.NewVeth(t, netns.VethOptions{})
 	x := newXDPRedirect(t, 1)
 	x.attach(t, v.Outer)
 	rx, err := u.Bind(ifindex(t, v.Outer), 0, rxCfg)

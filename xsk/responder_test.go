@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // responder answers ARP requests and ICMP echo requests for one IPv4
@@ -141,9 +142,9 @@ func ifindex(t testing.TB, name string) int {
 // address that only the responder on the AF_XDP socket (bound to the veth's
 // outer end) serves; the replies can only come back through AF_XDP TX.
 func TestPingThroughAFXDP(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "ip", "ping")
-	v := test.NewVeth(t, test.VethOptions{InnerAddr: "10.77.0.1/24"})
+	require.Root(t)
+	require.Commands(t, "ip", "ping")
+	v := netns.NewVeth(t, netns.VethOptions{InnerAddr: "10.77.0.1/24"})
 	x := newXDPRedirect(t, 1)
 	x.attach(t, v.Outer)
 

@@ -7,7 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 )
 
 // xdpRedirect is a test-only XDP program and its XSKMAP: every frame goes
@@ -92,7 +92,7 @@ func xdpDrop(t testing.TB) *ebpf.Program {
 
 // attachInNS attaches prog natively to the veth's inner end, inside its
 // namespace, until the test ends.
-func attachInNS(t testing.TB, v *test.Veth, prog *ebpf.Program) {
+func attachInNS(t testing.TB, v *netns.Veth, prog *ebpf.Program) {
 	t.Helper()
 	var l link.Link
 	err := v.NS.Do(func() error {

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,7 +41,7 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // guest's MAC and back (the guest's testpmd swaps the MACs), one probe in
 // flight at a time, for d. The prober's thread is pinned to cpu. A probe
 // not back within 50 ms is lost.
-func probeRTT(ns *test.NetNS, ifname, srcMAC, dstMAC string, cpu, size int, d time.Duration) (*Latency, error) {
+func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu, size int, d time.Duration) (*Latency, error) {
 	src, err1 := net.ParseMAC(srcMAC)
 	dst, err2 := net.ParseMAC(dstMAC)
 	if err := errors.Join(err1, err2); err != nil {

@@ -5,7 +5,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/testpmd"
 )
 
 // Case is one row of the results: a scenario with a frame size, a ring
@@ -115,11 +116,11 @@ const (
 func (b *bench) build(t *runT, c Case, sys string) *topo {
 	dir := t.TempDir()
 	sock0, sock1 := filepath.Join(dir, "vu0.sock"), filepath.Join(dir, "vu1.sock")
-	vhost := func(path string) test.TestpmdPort { return test.TestpmdPort{Kind: test.VhostUser, Path: path} }
+	vhost := func(path string) testpmd.Port { return testpmd.Port{Kind: testpmd.VhostUser, Path: path} }
 	xvs := sys == sysXvswitch
 	tp := &topo{}
 	var d *xvsDaemon
-	var sw *test.Testpmd
+	var sw *testpmd.Process
 	setPID := func() {
 		if xvs {
 			tp.pid = d.pid()
@@ -128,7 +129,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			tp.pid = sw.Pid()
 		}
 	}
-	startAll := func(tps ...*test.Testpmd) func() {
+	startAll := func(tps ...*testpmd.Process) func() {
 		return func() {
 			for _, p := range tps {
 				if p == nil {
@@ -142,11 +143,11 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 	}
 	// startNICVM starts the switch of scenarios 4-7: the wire's outer
 	// end (AF_XDP) and one vhost port for the guest.
-	startNICVM := func(v *test.Veth) {
+	startNICVM := func(v *netns.Veth) {
 		if xvs {
 			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
 		} else {
-			sw = b.startDPDKSwitch(t, []test.TestpmdPort{{Kind: test.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
+			sw = b.startDPDKSwitch(t, []testpmd.Port{{Kind: testpmd.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
 		}
 	}
 	switch c.Scenario {
@@ -156,9 +157,9 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			// guest and counted as dropped (no_destination), DPDK's rxonly.
 			d = b.startXvswitch(t, "switch", switchCPU, "", "--vhost", sock0+",name=vu0")
 		} else {
-			sw = b.startDPDKSwitch(t, []test.TestpmdPort{vhost(sock0)}, "rxonly", c.Size)
+			sw = b.startDPDKSwitch(t, []testpmd.Port{vhost(sock0)}, "rxonly", c.Size)
 		}
-		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, nil)
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, nil)
 		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.count = txCounter(g, 0)
@@ -168,9 +169,9 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			d = b.startXvswitch(t, "switch", switchCPU, "", "--vhost", sock0+",name=vu0,mac="+guestMAC0,
 				"--gen", fmt.Sprintf("gen0,size=%d,dst=%s", c.Size, guestMAC0), "--xconnect", "gen0=vu0")
 		} else {
-			sw = b.startDPDKSwitch(t, []test.TestpmdPort{vhost(sock0)}, "txonly", c.Size)
+			sw = b.startDPDKSwitch(t, []testpmd.Port{vhost(sock0)}, "txonly", c.Size)
 		}
-		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
 		tp.guestPid = g.Pid()
 		tp.start = startAll(g, sw)
 		tp.count = rxCounter(g, 0)
@@ -183,12 +184,12 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			}
 			d = b.startXvswitch(t, "switch", switchCPU, "", args...)
 		} else {
-			sw = b.startDPDKSwitch(t, []test.TestpmdPort{vhost(sock0), vhost(sock1)}, "io", c.Size)
+			sw = b.startDPDKSwitch(t, []testpmd.Port{vhost(sock0), vhost(sock1)}, "io", c.Size)
 		}
 		// Each guest port sends to the other's MAC; io forwarding sends
 		// what one port receives out of the other, unchanged, so every
 		// frame keeps circling in its direction.
-		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0), guestPort(sock1, c.Ring, guestMAC1)},
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0), guestPort(sock1, c.Ring, guestMAC1)},
 			"io", c.Size, map[int]string{0: guestMAC1, 1: guestMAC0})
 		tp.guestPid = g.Pid()
 		tp.start = func() {
@@ -202,7 +203,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 	case 4: // NIC -> VM
 		v, _ := wire(t)
 		startNICVM(v)
-		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
 		tp.guestPid = g.Pid()
 		var gen *xvsDaemon
 		tp.start = func() {
@@ -223,7 +224,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 	case 5: // VM -> NIC
 		v, innerMAC := wire(t)
 		startNICVM(v)
-		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, map[int]string{0: innerMAC})
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, map[int]string{0: innerMAC})
 		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.count = nsRxCounter(v)
@@ -232,7 +233,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 	case 6: // NIC <-> VM latency
 		v, innerMAC := wire(t)
 		startNICVM(v)
-		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "macswap", c.Size, nil)
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "macswap", c.Size, nil)
 		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.probe = func(dur time.Duration) (*Latency, error) {
@@ -246,7 +247,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		// it connected) but it does not poll: it sends nothing. (Started
 		// and stopped once, so it has forward statistics to print when it
 		// is shut down.)
-		g := b.startGuest(t, []test.TestpmdPort{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
 		tp.guestPid = g.Pid()
 		if err := g.Cmd("start"); err != nil {
 			t.Fatalf("%v", err)

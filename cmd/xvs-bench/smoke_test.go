@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // logWriter sends the harness's progress lines to the test log.
@@ -27,9 +27,9 @@ func (w logWriter) Write(p []byte) (int, error) {
 // a Markdown table with a row per case; a PNG that decodes. Speeds are not
 // asserted: the machine is shared.
 func TestSmoke(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "dpdk-testpmd", "stdbuf", "taskset", "ip", "go")
-	test.RequireLong(t)
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd", "stdbuf", "taskset", "ip", "go")
+	require.Long(t)
 	out := t.TempDir()
 	rep, err := runBench(smokeOptions(out), logWriter{t})
 	if err != nil {

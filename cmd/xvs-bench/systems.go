@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/ctl"
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/testpmd"
 )
 
 // This file starts the pieces every scenario is made of, always on the
@@ -102,15 +103,15 @@ func (d *xvsDaemon) dropSummary() string {
 // virtio-net device: mergeable RX buffers on, IN_ORDER off. The ring is
 // big (4096) because the guest shares its CPU with the generator or
 // prober and is off-CPU for milliseconds at a time.
-func guestPort(sock, ring, mac string) test.TestpmdPort {
-	return test.TestpmdPort{Kind: test.VirtioUser, Path: sock, Packed: ring == "packed",
+func guestPort(sock, ring, mac string) testpmd.Port {
+	return testpmd.Port{Kind: testpmd.VirtioUser, Path: sock, Packed: ring == "packed",
 		MrgRxbuf: true, QueueSize: 4096, MAC: mac}
 }
 
 // startGuest starts the guest testpmd on guestCPU, interactive, ports up,
 // not forwarding yet.
-func (b *bench) startGuest(t *runT, ports []test.TestpmdPort, mode string, size int, peers map[int]string) *test.Testpmd {
-	return test.StartTestpmd(t, test.TestpmdConfig{
+func (b *bench) startGuest(t *runT, ports []testpmd.Port, mode string, size int, peers map[int]string) *testpmd.Process {
+	return testpmd.Start(t, testpmd.Config{
 		Name: "guest", Ports: ports, Mode: mode, FrameSize: size, EthPeers: peers,
 		MainCPU: guestCPU, FwdCPUs: []int{guestCPU},
 		Interactive: true, StatsPeriod: time.Hour, // statistics only when asked
@@ -118,8 +119,8 @@ func (b *bench) startGuest(t *runT, ports []test.TestpmdPort, mode string, size 
 }
 
 // startDPDKSwitch starts DPDK's switching testpmd on switchCPU.
-func (b *bench) startDPDKSwitch(t *runT, ports []test.TestpmdPort, mode string, size int) *test.Testpmd {
-	return test.StartTestpmd(t, test.TestpmdConfig{
+func (b *bench) startDPDKSwitch(t *runT, ports []testpmd.Port, mode string, size int) *testpmd.Process {
+	return testpmd.Start(t, testpmd.Config{
 		Name: "dpdk-switch", Ports: ports, Mode: mode, FrameSize: size,
 		MainCPU: switchCPU, FwdCPUs: []int{switchCPU},
 		RxD: 1024, TxD: 1024,
@@ -129,13 +130,13 @@ func (b *bench) startDPDKSwitch(t *runT, ports []test.TestpmdPort, mode string, 
 
 // portStats asks an interactive testpmd for its port counters now and
 // returns the blocks printed after the request.
-func portStats(tp *test.Testpmd, ports ...int) (map[int]test.PortStats, error) {
+func portStats(tp *testpmd.Process, ports ...int) (map[int]testpmd.PortStats, error) {
 	req := time.Now()
 	if err := tp.Cmd("show port stats all"); err != nil {
 		return nil, err
 	}
-	var got map[int]test.PortStats
-	err := tp.WaitStats(func(m map[int]test.PortStats) bool {
+	var got map[int]testpmd.PortStats
+	err := tp.WaitStats(func(m map[int]testpmd.PortStats) bool {
 		for _, p := range ports {
 			if !m[p].At.After(req) {
 				return false
@@ -148,16 +149,16 @@ func portStats(tp *test.Testpmd, ports ...int) (map[int]test.PortStats, error) {
 }
 
 // rxCounter counts the frames testpmd's ports received, summed.
-func rxCounter(tp *test.Testpmd, ports ...int) func() (uint64, time.Time, error) {
-	return testpmdCounter(tp, ports, func(s test.PortStats) uint64 { return s.RxPackets })
+func rxCounter(tp *testpmd.Process, ports ...int) func() (uint64, time.Time, error) {
+	return testpmdCounter(tp, ports, func(s testpmd.PortStats) uint64 { return s.RxPackets })
 }
 
 // txCounter counts the frames testpmd's ports transmitted, summed.
-func txCounter(tp *test.Testpmd, ports ...int) func() (uint64, time.Time, error) {
-	return testpmdCounter(tp, ports, func(s test.PortStats) uint64 { return s.TxPackets })
+func txCounter(tp *testpmd.Process, ports ...int) func() (uint64, time.Time, error) {
+	return testpmdCounter(tp, ports, func(s testpmd.PortStats) uint64 { return s.TxPackets })
 }
 
-func testpmdCounter(tp *test.Testpmd, ports []int, field func(test.PortStats) uint64) func() (uint64, time.Time, error) {
+func testpmdCounter(tp *testpmd.Process, ports []int, field func(testpmd.PortStats) uint64) func() (uint64, time.Time, error) {
 	return func() (uint64, time.Time, error) {
 		m, err := portStats(tp, ports...)
 		if err != nil {
@@ -176,7 +177,7 @@ func testpmdCounter(tp *test.Testpmd, ports []int, field func(test.PortStats) ui
 }
 
 // nsRxCounter counts the frames a namespace's interface received.
-func nsRxCounter(v *test.Veth) func() (uint64, time.Time, error) {
+func nsRxCounter(v *netns.Veth) func() (uint64, time.Time, error) {
 	return func() (uint64, time.Time, error) {
 		out, err := v.NS.Exec("cat", "/sys/class/net/"+v.Inner+"/statistics/rx_packets").Output()
 		at := time.Now()
@@ -192,18 +193,18 @@ func nsRxCounter(v *test.Veth) func() (uint64, time.Time, error) {
 // to and whose inner end lives in a namespace. The MTU fits a 1518-byte
 // frame (1504 bytes of payload); IPv6 is off in the namespace so the
 // kernel sends nothing of its own while frames are counted.
-func wire(t *runT) (*test.Veth, string) {
-	v := test.NewVeth(t, test.VethOptions{MTU: 1600})
+func wire(t *runT) (*netns.Veth, string) {
+	v := netns.NewVeth(t, netns.VethOptions{MTU: 1600})
 	v.NS.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-	test.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+v.Outer+".disable_ipv6=1")
-	return v, test.MAC(t, v.NS, v.Inner)
+	netns.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+v.Outer+".disable_ipv6=1")
+	return v, netns.MAC(t, v.NS, v.Inner)
 }
 
 // startGenerator runs the wire-side traffic source: an xvswitch in the
 // namespace whose benchmark generator port is cross-connected to the
 // inner end of the veth (AF_XDP copy-mode TX), its worker on cpu. The
 // same generator feeds both systems.
-func (b *bench) startGenerator(t *runT, v *test.Veth, size int, dst string, cpu int) *xvsDaemon {
+func (b *bench) startGenerator(t *runT, v *netns.Veth, size int, dst string, cpu int) *xvsDaemon {
 	return b.startXvswitch(t, "generator", cpu, v.NS.Name,
 		"--nic", v.Inner+",mode=copy,name=wire",
 		"--gen", fmt.Sprintf("gen0,size=%d,dst=%s", size, dst),

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/ctl"
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
+	"github.com/xvswitch/xvswitch/test/testpmd"
 )
 
-func rxPackets(t *testing.T, ns *test.NetNS, ifname string) uint64 {
+func rxPackets(t *testing.T, ns *netns.Namespace, ifname string) uint64 {
 	t.Helper()
 	out := ns.MustRun(t, "cat", "/sys/class/net/"+ifname+"/statistics/rx_packets")
 	n, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
@@ -37,20 +39,20 @@ func port(st []ctl.PortCounters, name string) ctl.PortCounters {
 // Every frame testpmd sent is received by the switch, and each is either
 // counted in the namespace or dropped with a reason.
 func TestVirtioUserToNIC(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "dpdk-testpmd")
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd")
 	for _, packed := range []bool{true, false} {
 		t.Run(ringName(packed), func(t *testing.T) {
-			v := test.NewVeth(t, test.VethOptions{InnerAddr: "10.94.0.1/24"})
+			v := netns.NewVeth(t, netns.VethOptions{InnerAddr: "10.94.0.1/24"})
 			// No IPv6 chatter from the namespace while we count.
 			v.NS.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-			test.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+v.Outer+".disable_ipv6=1")
+			netns.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+v.Outer+".disable_ipv6=1")
 			sock := filepath.Join(t.TempDir(), "vu.sock")
 			d := startDaemon(t, "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock+",name=vu", "--idle-after", "-1ns")
-			innerMAC := test.MAC(t, v.NS, v.Inner)
-			tp := test.StartTestpmd(t, test.TestpmdConfig{
+			innerMAC := netns.MAC(t, v.NS, v.Inner)
+			tp := testpmd.Start(t, testpmd.Config{
 				Name:        "vu-tx",
-				Ports:       []test.TestpmdPort{{Kind: test.VirtioUser, Path: sock, Packed: packed}},
+				Ports:       []testpmd.Port{{Kind: testpmd.VirtioUser, Path: sock, Packed: packed}},
 				Mode:        "txonly",
 				EthPeers:    map[int]string{0: innerMAC},
 				Interactive: true,
@@ -61,7 +63,7 @@ func TestVirtioUserToNIC(t *testing.T) {
 			if err := tp.Cmd("start"); err != nil {
 				t.Fatal(err)
 			}
-			if err := tp.WaitStats(func(m map[int]test.PortStats) bool { return m[0].TxPackets > 20000 }, 20*time.Second); err != nil {
+			if err := tp.WaitStats(func(m map[int]testpmd.PortStats) bool { return m[0].TxPackets > 20000 }, 20*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			fwd, err := tp.StopForwarding(10 * time.Second)
@@ -99,19 +101,19 @@ func TestVirtioUserToNIC(t *testing.T) {
 // configured on a vhost port are steered by XDP to AF_XDP and delivered to
 // a DPDK virtio-user in rxonly, which counts every one.
 func TestNICToVirtioUser(t *testing.T) {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "dpdk-testpmd")
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd")
 	const vuMAC, vuIP, frames = "02:00:00:00:aa:01", "10.95.0.50", 3000
 	for _, packed := range []bool{true, false} {
 		t.Run(ringName(packed), func(t *testing.T) {
-			v := test.NewVeth(t, test.VethOptions{InnerAddr: "10.95.0.1/24"})
+			v := netns.NewVeth(t, netns.VethOptions{InnerAddr: "10.95.0.1/24"})
 			v.NS.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
 			v.NS.MustRun(t, "ip", "neigh", "add", vuIP, "lladdr", vuMAC, "dev", v.Inner)
 			sock := filepath.Join(t.TempDir(), "vu.sock")
 			d := startDaemon(t, "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock+",name=vu,mac="+vuMAC)
-			tp := test.StartTestpmd(t, test.TestpmdConfig{
+			tp := testpmd.Start(t, testpmd.Config{
 				Name:        "vu-rx",
-				Ports:       []test.TestpmdPort{{Kind: test.VirtioUser, Path: sock, Packed: packed, MAC: vuMAC, QueueSize: 1024}},
+				Ports:       []testpmd.Port{{Kind: testpmd.VirtioUser, Path: sock, Packed: packed, MAC: vuMAC, QueueSize: 1024}},
 				Mode:        "rxonly",
 				Interactive: true,
 				StatsPeriod: 200 * time.Millisecond,
@@ -141,7 +143,7 @@ func TestNICToVirtioUser(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			_ = tp.WaitStats(func(m map[int]test.PortStats) bool { return m[0].RxPackets >= frames }, 5*time.Second)
+			_ = tp.WaitStats(func(m map[int]testpmd.PortStats) bool { return m[0].RxPackets >= frames }, 5*time.Second)
 			// testpmd's port statistics count what its PMD took from the
 			// ring; its forward statistics can lag behind them at "stop".
 			time.Sleep(500 * time.Millisecond)

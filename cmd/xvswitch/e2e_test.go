@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/ctl"
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/qemu"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // The NIC <-> VM topology of the demo and of the end-to-end tests:
@@ -40,7 +42,7 @@ const (
 
 // nicVMRun is what one run of the NIC <-> VM topology observed.
 type nicVMRun struct {
-	guest      *test.GuestRun
+	guest      *qemu.GuestRun
 	stats      []ctl.PortCounters
 	idleCPU    float64 // fraction of one core over the idle window
 	pingOut    string
@@ -51,13 +53,13 @@ type nicVMRun struct {
 // runNICVM brings up the topology, moves traffic both ways, measures idle
 // CPU, and tears it down; logf narrates.
 func runNICVM(t *testing.T, packed bool, xfer int, logf func(string, ...any)) *nicVMRun {
-	test.RequireRoot(t)
-	test.RequireCommands(t, "qemu-system-x86_64", "ping")
-	test.EnsureGuest(t)
+	require.Root(t)
+	require.Commands(t, "qemu-system-x86_64", "ping")
+	qemu.EnsureGuest(t)
 	r := &nicVMRun{}
 
 	logf("creating a namespace with a veth pair: its outer end plays the NIC")
-	v := test.NewVeth(t, test.VethOptions{InnerAddr: hostAddr + "/24", OuterAddr: ownAddr + "/24"})
+	v := netns.NewVeth(t, netns.VethOptions{InnerAddr: hostAddr + "/24", OuterAddr: ownAddr + "/24"})
 	v.NS.MustRun(t, "ip", "addr", "add", ownPeer+"/24", "dev", v.Inner)
 
 	sock := filepath.Join(t.TempDir(), "vm0.sock")
@@ -66,19 +68,19 @@ func runNICVM(t *testing.T, packed bool, xfer int, logf func(string, ...any)) *n
 	logf("ports:\n%s", d.cli(t, "show", "ports"))
 
 	logf("booting a QEMU guest (TCG) with one virtio-net NIC on %s, packed=%v", sock, packed)
-	cfg := test.GuestConfig{
-		NICs: []test.GuestNIC{{Socket: sock, MAC: guestMAC, Packed: packed, Addr: guestAddr + "/24"}},
-		Commands: []test.GuestCommand{
-			test.GuestTCPReceive("from-host", "", tcpToGuest, xfer),
-			test.GuestTCPSend("to-host", "", hostAddr, tcpToHost, xfer),
-			test.GuestTCPReceive("idle", "", idlePort, 1),
+	cfg := qemu.GuestConfig{
+		NICs: []qemu.GuestNIC{{Socket: sock, MAC: guestMAC, Packed: packed, Addr: guestAddr + "/24"}},
+		Commands: []qemu.GuestCommand{
+			qemu.GuestTCPReceive("from-host", "", tcpToGuest, xfer),
+			qemu.GuestTCPSend("to-host", "", hostAddr, tcpToHost, xfer),
+			qemu.GuestTCPReceive("idle", "", idlePort, 1),
 		},
 		Timeout: 150 * time.Second,
 	}
 	cfg.Commands[0].Timeout = 60 * time.Second
 	cfg.Commands[1].Timeout = 60 * time.Second
 	cfg.Commands[2].Timeout = 40 * time.Second
-	g := test.StartGuest(t, cfg)
+	g := qemu.StartGuest(t, cfg)
 
 	// The host's side of the guest's upload listens before the guest dials.
 	var ln net.Listener
@@ -192,7 +194,7 @@ func TestNICToVM(t *testing.T) {
 			if r.guest == nil {
 				return
 			}
-			r.guest.RequireOK(t, test.GuestConfig{})
+			r.guest.RequireOK(t, qemu.GuestConfig{})
 			if !strings.Contains(r.pingOut, "5 received") {
 				t.Errorf("pings lost: %s", r.pingOut)
 			}
@@ -202,7 +204,7 @@ func TestNICToVM(t *testing.T) {
 			if up := r.guest.Result("to-host"); !strings.HasPrefix(r.fromGuest, up.SentSHA256+"/") {
 				t.Errorf("guest -> host: host got %s, guest sent %s", r.fromGuest, up.SentSHA256)
 			}
-			if r.guest.HasFeature(0, test.VirtioFRingPacked) != packed {
+			if r.guest.HasFeature(0, qemu.VirtioFRingPacked) != packed {
 				t.Errorf("ring kind: packed negotiated %v, want %v", !packed, packed)
 			}
 			checkBalance(t, r.stats)

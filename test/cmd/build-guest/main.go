@@ -9,14 +9,14 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/xvswitch/xvswitch/test"
+	"github.com/xvswitch/xvswitch/test/qemu"
 )
 
 func main() {
-	dir := flag.String("cache", test.GuestCacheDir(), "cache directory (default: $"+test.GuestCacheEnv+" or "+test.DefaultGuestCache+")")
+	dir := flag.String("cache", qemu.GuestCacheDir(), "cache directory (default: $"+qemu.GuestCacheEnv+" or "+qemu.DefaultGuestCache+")")
 	flag.Parse()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "==> "+format+"\n", args...) }
-	img, err := test.BuildGuestImage(*dir, logf)
+	img, err := qemu.BuildGuestImage(*dir, logf)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build-guest: %v\n", err)
 		os.Exit(1)

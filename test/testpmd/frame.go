@@ -1,4 +1,4 @@
-package test
+package testpmd
 
 import (
 	"encoding/binary"
@@ -13,10 +13,10 @@ import (
 //
 //	offset  bytes  value
 //	0       6      destination: the port's --eth-peer, by default
-//	               02:00:00:00:00:<port ID> (TestpmdDefaultPeer)
-//	6       6      source: the sending port's MAC (Testpmd.MAC(port);
+//	               02:00:00:00:00:<port ID> (DefaultPeer)
+//	6       6      source: the sending port's MAC (Process.MAC(port);
 //	               vhost ports are 56:48:4f:53:54:<n>, "VHOST"+n;
-//	               virtio-user is random unless TestpmdPort.MAC is set)
+//	               virtio-user is random unless Port.MAC is set)
 //	12      2      0x0800 (IPv4)
 //	14      20     IPv4: 45 00, total length L-14, ID 0, flags/fragment 0,
 //	               TTL 64, protocol 17 (UDP), header checksum,
@@ -36,9 +36,9 @@ import (
 // puts header and frame in one descriptor when it can push the header into
 // the mbuf's headroom, and in separate ones otherwise.
 
-// TestpmdDefaultPeer is the destination MAC testpmd's txonly and mac modes
+// DefaultPeer is the destination MAC testpmd's txonly and mac modes
 // write for a port without --eth-peer.
-func TestpmdDefaultPeer(port int) net.HardwareAddr {
+func DefaultPeer(port int) net.HardwareAddr {
 	return net.HardwareAddr{0x02, 0, 0, 0, 0, byte(port)}
 }
 
@@ -57,10 +57,10 @@ const (
 // with MAC src to dst, size bytes long (payload zeros, see above).
 func TxonlyFrame(dst, src net.HardwareAddr, size int) ([]byte, error) {
 	if size < TxonlyMinFrame {
-		return nil, fmt.Errorf("%w: txonly frame of %d bytes (minimum %d)", ErrTestpmd, size, TxonlyMinFrame)
+		return nil, fmt.Errorf("%w: txonly frame of %d bytes (minimum %d)", ErrHarness, size, TxonlyMinFrame)
 	}
 	if len(dst) != 6 || len(src) != 6 {
-		return nil, fmt.Errorf("%w: txonly frame needs 6-byte MACs", ErrTestpmd)
+		return nil, fmt.Errorf("%w: txonly frame needs 6-byte MACs", ErrHarness)
 	}
 	f := make([]byte, size)
 	copy(f[0:6], dst)

@@ -1,10 +1,13 @@
-package test
+package qemu
 
 import (
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/require"
+	"github.com/xvswitch/xvswitch/test/testpmd"
 )
 
 // TestGuestVhostVariants exercises the NIC options the reference does not,
@@ -15,9 +18,9 @@ import (
 // a 9000-byte MTU. The guest must negotiate exactly that and still move a
 // jumbo ping and a TCP stream between its namespaces across the back-end.
 func TestGuestVhostVariants(t *testing.T) {
-	RequireLong(t)
-	RequireRoot(t)
-	RequireCommands(t, "qemu-system-x86_64", "dpdk-testpmd")
+	require.Long(t)
+	require.Root(t)
+	require.Commands(t, "qemu-system-x86_64", "dpdk-testpmd")
 	EnsureGuest(t)
 	dir := t.TempDir()
 	sock0, sock1 := filepath.Join(dir, "v0.sock"), filepath.Join(dir, "v1.sock")
@@ -40,11 +43,11 @@ func TestGuestVhostVariants(t *testing.T) {
 		Timeout: 120 * time.Second,
 	}
 	g := StartGuest(t, cfg)
-	tp := StartTestpmd(t, TestpmdConfig{
+	tp := testpmd.Start(t, testpmd.Config{
 		Name: "var",
-		Ports: []TestpmdPort{
-			{Kind: VhostUser, Path: sock0, Queues: 2, Client: true},
-			{Kind: VhostUser, Path: sock1, Queues: 2},
+		Ports: []testpmd.Port{
+			{Kind: testpmd.VhostUser, Path: sock0, Queues: 2, Client: true},
+			{Kind: testpmd.VhostUser, Path: sock1, Queues: 2},
 		},
 		Mode: "io",
 	})

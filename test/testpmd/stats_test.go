@@ -1,4 +1,4 @@
-package test
+package testpmd
 
 import (
 	"bytes"
@@ -103,8 +103,8 @@ func TestTxonlyFrameLayout(t *testing.T) {
 }
 
 func TestTestpmdArgs(t *testing.T) {
-	cfg := TestpmdConfig{
-		Ports: []TestpmdPort{
+	cfg := Config{
+		Ports: []Port{
 			{Kind: VirtioUser, Path: "/s0", Packed: true, InOrder: true, QueueSize: 1024, Queues: 2},
 			{Kind: VhostUser, Path: "/s1", Client: true},
 			{Kind: AFXDP, Iface: "veth0", StartQueue: 1},
@@ -133,7 +133,7 @@ func TestTestpmdArgs(t *testing.T) {
 	}
 
 	// Big rings get a pool that can fill them, and the memory for it.
-	big := TestpmdConfig{Ports: []TestpmdPort{
+	big := Config{Ports: []Port{
 		{Kind: VirtioUser, Path: "/a", Queues: 2, QueueSize: 4096},
 		{Kind: VirtioUser, Path: "/b", Queues: 2, QueueSize: 4096},
 	}}

@@ -1,7 +1,7 @@
 # lib.sh: the helpers /xvs/run.sh calls, laid over the cached image for each
 # run. Every report goes to the second serial port (ttyS1), apart from the
 # kernel console (ttyS0), so kernel messages never interleave with them; each
-# line is "XVS-<KIND> key=value ...", parsed by test/qemu_results.go.
+# line is "XVS-<KIND> key=value ...", parsed by test/qemu/results.go.
 exec 3>/dev/ttyS1
 
 res() { echo "XVS-$*" >&3; }

@@ -1,4 +1,4 @@
-package test
+package qemu
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // fakeKernelDeb builds a small stand-in for linux-image-6.1.0-N-amd64 in
@@ -19,7 +21,7 @@ import (
 // must not get.
 func fakeKernelDeb(t *testing.T, dir string) string {
 	t.Helper()
-	RequireCommands(t, "dpkg-deb", "xz")
+	require.Commands(t, "dpkg-deb", "xz")
 	root := filepath.Join(t.TempDir(), "pkg")
 	kver := "6.1.0-99-amd64"
 	write := func(rel string, body []byte) {
@@ -61,7 +63,7 @@ func fakeKernelDeb(t *testing.T, dir string) string {
 // build, with the modules in load order, decompressed, and nothing else.
 func TestBuildGuestImageRace(t *testing.T) {
 	if _, err := staticBusybox(); err != nil {
-		SkipOrFail(t, err.Error())
+		require.SkipOrFail(t, err.Error())
 	}
 	cache := t.TempDir()
 	fakeKernelDeb(t, cache)

@@ -1,4 +1,4 @@
-package test
+package testpmd
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // CPU plan for two testpmds on 2 CPUs: both main lcores and the
@@ -22,8 +25,8 @@ const (
 
 func requireTestpmd(t *testing.T) {
 	t.Helper()
-	RequireRoot(t)
-	RequireCommands(t, "dpdk-testpmd", "stdbuf")
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd", "stdbuf")
 }
 
 // TestTestpmdTxonlyFrameBytes records what txonly sends (one tx_first
@@ -34,9 +37,9 @@ func TestTestpmdTxonlyFrameBytes(t *testing.T) {
 	pcap := filepath.Join(t.TempDir(), "tx.pcap")
 	const size = 100
 	peer := []byte{0x02, 0x11, 0x22, 0x33, 0x44, 0x55}
-	tp := StartTestpmd(t, TestpmdConfig{
+	tp := Start(t, Config{
 		Name:        "pcap",
-		Ports:       []TestpmdPort{{Kind: Pcap, TxPcap: pcap}},
+		Ports:       []Port{{Kind: Pcap, TxPcap: pcap}},
 		Mode:        "rxonly", // after the first burst, send nothing more
 		FrameSize:   size,
 		EthPeers:    map[int]string{0: "02:11:22:33:44:55"},
@@ -98,17 +101,17 @@ func TestTestpmdVhostPair(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sock := filepath.Join(t.TempDir(), "vhost.sock")
-			backCfg := TestpmdConfig{
+			backCfg := Config{
 				Name:        "back",
-				Ports:       []TestpmdPort{{Kind: VhostUser, Path: sock, Client: tc.frontListens, Queues: tc.queues}},
+				Ports:       []Port{{Kind: VhostUser, Path: sock, Client: tc.frontListens, Queues: tc.queues}},
 				FrameSize:   tc.frame,
 				FwdCPUs:     []int{backCPU},
 				Interactive: true,
 				StatsPeriod: 200 * time.Millisecond,
 			}
-			frontCfg := TestpmdConfig{
+			frontCfg := Config{
 				Name: "front",
-				Ports: []TestpmdPort{{Kind: VirtioUser, Path: sock, Server: tc.frontListens,
+				Ports: []Port{{Kind: VirtioUser, Path: sock, Server: tc.frontListens,
 					Packed: tc.packed, MrgRxbuf: tc.mrg, InOrder: tc.inOrder,
 					Queues: tc.queues, QueueSize: tc.ringSize, MAC: tc.mac}},
 				FrameSize:   tc.frame,
@@ -117,16 +120,16 @@ func TestTestpmdVhostPair(t *testing.T) {
 				StatsPeriod: 200 * time.Millisecond,
 				NoWait:      tc.frontListens,
 			}
-			var back, front *Testpmd
+			var back, front *Process
 			if tc.frontListens {
-				front = StartTestpmd(t, frontCfg)
-				back = StartTestpmd(t, backCfg)
+				front = Start(t, frontCfg)
+				back = Start(t, backCfg)
 				if err := front.WaitReady(30 * time.Second); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				back = StartTestpmd(t, backCfg)
-				front = StartTestpmd(t, frontCfg)
+				back = Start(t, backCfg)
+				front = Start(t, frontCfg)
 			}
 			if tc.mac != "" && front.MAC(0).String() != tc.mac {
 				t.Errorf("front-end MAC %v, want %s", front.MAC(0), tc.mac)
@@ -149,11 +152,11 @@ func TestTestpmdVhostPair(t *testing.T) {
 // device within milliseconds and loses what is still in the ring if the
 // receiver is off-CPU: seen here on a loaded machine, 32 to 256 frames, at
 // most one ring.)
-func sendAndCount(t *testing.T, sender, receiver *Testpmd, frame int) {
+func sendAndCount(t *testing.T, sender, receiver *Process, frame int) {
 	t.Helper()
 	base := receiver.Stats()[0]
 	for _, c := range []struct {
-		tp  *Testpmd
+		tp  *Process
 		cmd string
 	}{{receiver, "set fwd rxonly"}, {receiver, "start"}, {sender, "set fwd txonly"}, {sender, "start"}} {
 		if err := c.tp.Cmd(c.cmd); err != nil {
@@ -201,15 +204,15 @@ func sendAndCount(t *testing.T, sender, receiver *Testpmd, frame int) {
 // readiness at once with testpmd's reason, instead of timing out.
 func TestTestpmdNoBackend(t *testing.T) {
 	requireTestpmd(t)
-	tp := StartTestpmd(t, TestpmdConfig{
+	tp := Start(t, Config{
 		Name:   "orphan",
-		Ports:  []TestpmdPort{{Kind: VirtioUser, Path: filepath.Join(t.TempDir(), "none.sock")}},
+		Ports:  []Port{{Kind: VirtioUser, Path: filepath.Join(t.TempDir(), "none.sock")}},
 		Mode:   "txonly",
 		NoWait: true,
 	})
 	t0 := time.Now()
 	err := tp.WaitReady(20 * time.Second)
-	if !errors.Is(err, ErrTestpmd) || !strings.Contains(err.Error(), "probe failed") {
+	if !errors.Is(err, ErrHarness) || !strings.Contains(err.Error(), "probe failed") {
 		t.Fatalf("want a probe failure, got %v", err)
 	}
 	if d := time.Since(t0); d > 15*time.Second {
@@ -227,19 +230,19 @@ func TestTestpmdClosedLoop(t *testing.T) {
 	requireTestpmd(t)
 	dir := t.TempDir()
 	s0, s1 := filepath.Join(dir, "v0.sock"), filepath.Join(dir, "v1.sock")
-	back := StartTestpmd(t, TestpmdConfig{
+	back := Start(t, Config{
 		Name:        "back",
-		Ports:       []TestpmdPort{{Kind: VhostUser, Path: s0}, {Kind: VhostUser, Path: s1}},
+		Ports:       []Port{{Kind: VhostUser, Path: s0}, {Kind: VhostUser, Path: s1}},
 		Mode:        "io",
 		FwdCPUs:     []int{backCPU},
 		Interactive: true,
 	})
-	vu := func(p string) TestpmdPort {
-		return TestpmdPort{Kind: VirtioUser, Path: p, Packed: true, MrgRxbuf: true, InOrder: true}
+	vu := func(p string) Port {
+		return Port{Kind: VirtioUser, Path: p, Packed: true, MrgRxbuf: true, InOrder: true}
 	}
-	front := StartTestpmd(t, TestpmdConfig{
+	front := Start(t, Config{
 		Name:        "front",
-		Ports:       []TestpmdPort{vu(s0), vu(s1)},
+		Ports:       []Port{vu(s0), vu(s1)},
 		Mode:        "io",
 		FwdCPUs:     []int{frontCPU},
 		Interactive: true,
@@ -294,7 +297,7 @@ func TestTestpmdClosedLoop(t *testing.T) {
 // sends on its own (IPv6 neighbour discovery, MLD), hence the slack.
 func TestTestpmdAFXDPTxonly(t *testing.T) {
 	requireTestpmd(t)
-	v := NewVeth(t, VethOptions{})
+	v := netns.NewVeth(t, netns.VethOptions{})
 	rxPackets := func() uint64 {
 		out := v.NS.MustRun(t, "cat", "/sys/class/net/"+v.Inner+"/statistics/rx_packets")
 		n, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
@@ -304,11 +307,11 @@ func TestTestpmdAFXDPTxonly(t *testing.T) {
 		return n
 	}
 	before := rxPackets()
-	tp := StartTestpmd(t, TestpmdConfig{
+	tp := Start(t, Config{
 		Name:     "xdp",
-		Ports:    []TestpmdPort{{Kind: AFXDP, Iface: v.Outer}},
+		Ports:    []Port{{Kind: AFXDP, Iface: v.Outer}},
 		Mode:     "txonly",
-		EthPeers: map[int]string{0: MAC(t, v.NS, v.Inner)},
+		EthPeers: map[int]string{0: netns.MAC(t, v.NS, v.Inner)},
 		FwdCPUs:  []int{1},
 	})
 	if err := tp.WaitStats(func(m map[int]PortStats) bool { return m[0].TxPackets > 0 }, 20*time.Second); err != nil {

@@ -1,4 +1,4 @@
-package test
+package qemu
 
 import (
 	"crypto/rand"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // TestGuestSelfTest boots the guest with no vhost-user back-end at all: its
@@ -23,7 +25,7 @@ import (
 // script, namespaces, ping, nc, the checksums, the feature report and the
 // result plumbing: everything but vhost-user itself.
 func TestGuestSelfTest(t *testing.T) {
-	RequireLong(t)
+	require.Long(t)
 	// Host peers, reached over the user-mode NIC: one the guest connects
 	// to (10.0.2.2 is the host's loopback), one that connects to the guest
 	// through a forwarded port.

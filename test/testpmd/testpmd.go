@@ -1,4 +1,11 @@
-package test
+// Package testpmd runs DPDK's dpdk-testpmd as a peer for integration
+// tests and benchmarks: a virtio-user front-end that plays a guest driver
+// against a vhost-user back-end under test, a vhost-user back-end that
+// plays the switch for a front-end, or a traffic generator on a kernel
+// interface (AF_XDP) or a pcap file. It builds the command line, starts
+// and stops the process, and parses its statistics. No production package
+// imports it.
+package testpmd
 
 import (
 	"fmt"
@@ -13,9 +20,9 @@ import (
 // A dpdk-testpmd peer for tests, e.g. a guest-side traffic source for a
 // vhost-user back-end under test (sock is the back-end's socket):
 //
-//	tp := test.StartTestpmd(t, test.TestpmdConfig{
+//	tp := testpmd.Start(t, testpmd.Config{
 //		Name:  "guest",
-//		Ports: []test.TestpmdPort{{Kind: test.VirtioUser, Path: sock, Packed: true, MrgRxbuf: true}},
+//		Ports: []testpmd.Port{{Kind: testpmd.VirtioUser, Path: sock, Packed: true, MrgRxbuf: true}},
 //		Mode:  "txonly", FrameSize: 64, FwdCPUs: []int{0},
 //		Interactive: true, StatsPeriod: 200 * time.Millisecond,
 //	})
@@ -31,8 +38,8 @@ import (
 // exactly: see sendAndCount in testpmd_test.go.
 //
 // This file describes a dpdk-testpmd peer and turns the description into a
-// command line. Starting, reading and stopping the process is in
-// testpmd_proc.go; parsing its statistics is in testpmd_stats.go.
+// command line. Starting, reading and stopping the process is in proc.go;
+// parsing its statistics is in stats.go.
 //
 // The recipe (measured on this kind of machine, see
 // ../shared/notes/environment.md "DPDK 22.11"): no hugepages
@@ -41,13 +48,13 @@ import (
 // explicit --lcores map (2 CPUs shared by everything), and --stats-period
 // so a non-interactive testpmd with no terminal keeps running.
 
-// TestpmdPortKind says which DPDK driver a port uses.
-type TestpmdPortKind int
+// PortKind says which DPDK driver a port uses.
+type PortKind int
 
 const (
 	// VirtioUser is DPDK's virtio-user front-end (net_virtio_user): it
 	// plays a guest driver on a vhost-user socket, for testing a back-end.
-	VirtioUser TestpmdPortKind = iota + 1
+	VirtioUser PortKind = iota + 1
 	// VhostUser is DPDK's vhost-user back-end (net_vhost): it plays the
 	// switch, for testing a front-end (QEMU, or the reference).
 	VhostUser
@@ -60,13 +67,13 @@ const (
 	Pcap
 )
 
-// TestpmdPort is one port of a testpmd. Ports get DPDK port IDs in the
+// Port is one port of a testpmd. Ports get DPDK port IDs in the
 // order they are listed. Every virtio flag is passed explicitly on the
 // command line: the zero value of a bool means 0, not DPDK's default
 // (DPDK defaults mrg_rxbuf and in_order to 1), so a test says what it
 // negotiates.
-type TestpmdPort struct {
-	Kind TestpmdPortKind
+type Port struct {
+	Kind PortKind
 
 	// Path is the vhost-user socket (virtio-user "path", vhost "iface").
 	Path string
@@ -75,7 +82,7 @@ type TestpmdPort struct {
 
 	// Server (virtio-user only) makes testpmd listen on Path (server=1).
 	// DPDK 22.11 then blocks in device probe until a back-end connects:
-	// start it with TestpmdConfig.NoWait and call WaitReady after the
+	// start it with Config.NoWait and call WaitReady after the
 	// back-end has connected.
 	Server bool
 	// Packed, MrgRxbuf, InOrder (virtio-user only): packed_vq, mrg_rxbuf
@@ -85,7 +92,7 @@ type TestpmdPort struct {
 	// A receiver that shares a CPU needs a big one (4096) or it drops.
 	QueueSize int
 	// MAC (virtio-user only) is the port's MAC ("02:..."); DPDK picks a
-	// random one otherwise. Testpmd.MAC reports the one in use.
+	// random one otherwise. Process.MAC reports the one in use.
 	MAC string
 
 	// Client (vhost only) makes the back-end connect to Path (client=1)
@@ -94,7 +101,7 @@ type TestpmdPort struct {
 
 	// Iface, StartQueue, QueueCount (AF_XDP only): the kernel interface
 	// and the range of its queues the port binds to (QueueCount defaults
-	// to Queues). Use TestpmdConfig.MbufSize 3712 for an MTU of 3000.
+	// to Queues). Use Config.MbufSize 3712 for an MTU of 3000.
 	Iface                  string
 	StartQueue, QueueCount int
 
@@ -106,11 +113,11 @@ type TestpmdPort struct {
 	Devargs string
 }
 
-// TestpmdConfig describes one testpmd process.
-type TestpmdConfig struct {
+// Config describes one testpmd process.
+type Config struct {
 	// Name labels the log file and the DPDK file prefix ("tp" default).
 	Name  string
-	Ports []TestpmdPort
+	Ports []Port
 
 	// Mode is the forwarding mode: "io" (default), "txonly", "rxonly",
 	// "macswap", "mac" (rewrites MACs: source = port, destination = the
@@ -166,7 +173,7 @@ type TestpmdConfig struct {
 	// testpmd's granularity is whole seconds).
 	StatsPeriod time.Duration
 
-	// NoWait returns from StartTestpmd as soon as the process runs and
+	// NoWait returns from Start as soon as the process runs and
 	// every listening socket it owns exists, instead of waiting until
 	// its ports are up. Call WaitReady later.
 	NoWait bool
@@ -178,7 +185,7 @@ type TestpmdConfig struct {
 	ExtraEAL, ExtraArgs []string
 }
 
-func (c *TestpmdConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	if c.Name == "" {
 		c.Name = "tp"
 	}
@@ -218,7 +225,7 @@ func (c *TestpmdConfig) setDefaults() {
 }
 
 // devargs returns the --vdev value of port i.
-func (p TestpmdPort) devargs(i int) (string, error) {
+func (p Port) devargs(i int) (string, error) {
 	b01 := func(v bool) string {
 		if v {
 			return "1"
@@ -293,7 +300,7 @@ func checkSocketPath(p string) error {
 }
 
 // args returns testpmd's argument list (after the program name).
-func (c *TestpmdConfig) args(pmdDir, prefix string) ([]string, error) {
+func (c *Config) args(pmdDir, prefix string) ([]string, error) {
 	lcores := []string{"0@" + strconv.Itoa(c.MainCPU)}
 	for i, cpu := range c.FwdCPUs {
 		lcores = append(lcores, fmt.Sprintf("%d@%d", i+1, cpu))
@@ -359,10 +366,10 @@ var pmdDirOnce struct {
 	err error
 }
 
-// TestpmdPMDDir returns the folder Debian's DPDK drivers are installed in
+// PMDDir returns the folder Debian's DPDK drivers are installed in
 // (testpmd finds no driver unless -d names it), looked up once with
 // `dpkg -L librte-net-vhost23`.
-func TestpmdPMDDir() (string, error) {
+func PMDDir() (string, error) {
 	pmdDirOnce.Do(func() {
 		out, err := exec.Command("dpkg", "-L", "librte-net-vhost23").Output()
 		if err == nil {

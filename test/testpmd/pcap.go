@@ -1,4 +1,4 @@
-package test
+package testpmd
 
 import (
 	"encoding/binary"
@@ -18,7 +18,7 @@ func ReadPcap(path string, max int) ([][]byte, error) {
 	defer f.Close()
 	var hdr [24]byte
 	if _, err := io.ReadFull(f, hdr[:]); err != nil {
-		return nil, fmt.Errorf("%w: pcap %s: header: %v", ErrTestpmd, path, err)
+		return nil, fmt.Errorf("%w: pcap %s: header: %v", ErrHarness, path, err)
 	}
 	var bo binary.ByteOrder
 	switch binary.LittleEndian.Uint32(hdr[:4]) {
@@ -27,7 +27,7 @@ func ReadPcap(path string, max int) ([][]byte, error) {
 	case 0xd4c3b2a1, 0x4d3cb2a1:
 		bo = binary.BigEndian
 	default:
-		return nil, fmt.Errorf("%w: pcap %s: bad magic %x", ErrTestpmd, path, hdr[:4])
+		return nil, fmt.Errorf("%w: pcap %s: bad magic %x", ErrHarness, path, hdr[:4])
 	}
 	var frames [][]byte
 	for max <= 0 || len(frames) < max {
@@ -35,15 +35,15 @@ func ReadPcap(path string, max int) ([][]byte, error) {
 		if _, err := io.ReadFull(f, rec[:]); err == io.EOF {
 			break
 		} else if err != nil {
-			return frames, fmt.Errorf("%w: pcap %s: record %d: %v", ErrTestpmd, path, len(frames), err)
+			return frames, fmt.Errorf("%w: pcap %s: record %d: %v", ErrHarness, path, len(frames), err)
 		}
 		n := bo.Uint32(rec[8:])
 		if n > 1<<18 {
-			return frames, fmt.Errorf("%w: pcap %s: record %d of %d bytes", ErrTestpmd, path, len(frames), n)
+			return frames, fmt.Errorf("%w: pcap %s: record %d of %d bytes", ErrHarness, path, len(frames), n)
 		}
 		b := make([]byte, n)
 		if _, err := io.ReadFull(f, b); err != nil {
-			return frames, fmt.Errorf("%w: pcap %s: record %d: %v", ErrTestpmd, path, len(frames), err)
+			return frames, fmt.Errorf("%w: pcap %s: record %d: %v", ErrHarness, path, len(frames), err)
 		}
 		frames = append(frames, b)
 	}

@@ -1,4 +1,4 @@
-package test
+package qemu
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // GuestImage is a built guest: a Debian 6.1 kernel and a busybox initramfs
@@ -84,7 +86,7 @@ func EnsureGuest(t testing.TB) *GuestImage {
 	}
 	img, err := BuildGuestImage(dir, t.Logf)
 	if errors.Is(err, ErrGuestPrereq) {
-		SkipOrFail(t, err.Error())
+		require.SkipOrFail(t, err.Error())
 	}
 	if err != nil {
 		t.Fatalf("guest image: %v", err)

@@ -1,4 +1,11 @@
-package test
+// Package qemu boots QEMU guests (TCG) with virtio-net NICs for
+// integration tests: vhost-user NICs on a back-end under test (xvswitch's,
+// or DPDK's), a cached Debian kernel and busybox initramfs, a script of
+// pings, TCP transfers and shell commands the guest runs, and its reports
+// parsed into results. It also holds the reference topology, a guest on
+// DPDK testpmd's vhost-user back-end (test/testpmd). No production package
+// imports it.
+package qemu
 
 import (
 	"bytes"
@@ -12,19 +19,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // The QEMU guest harness, file by file:
-//   qemu_image.go    the cached guest: Debian 6.1 kernel (vmlinux, PVH) and a
-//                    busybox initramfs with the virtio-net modules (EnsureGuest)
-//   qemu_kernel.go   the kernel .deb: found or downloaded, then unpacked
-//   qemu_cpio.go     the initramfs archive format
-//   qemu_config.go   what a test asks for: NICs and commands (GuestConfig)
-//   qemu_script.go   the config as the guest's /xvs/run.sh
+//   image.go      the cached guest: Debian 6.1 kernel (vmlinux, PVH) and a
+//                 busybox initramfs with the virtio-net modules (EnsureGuest)
+//   kernel.go     the kernel .deb: found or downloaded, then unpacked
+//   cpio.go       the initramfs archive format
+//   config.go     what a test asks for: NICs and commands (GuestConfig)
+//   script.go     the config as the guest's /xvs/run.sh
 //   guest/init, guest/lib.sh   the guest side: /init and the helpers run.sh calls
-//   qemu_guest.go    QEMU's command line, start, timeout, kill (StartGuest)
-//   qemu_results.go  the guest's reports parsed (GuestRun, HasFeature)
-//   qemu_reference.go  the reference topology on DPDK's vhost-user back-end
+//   guest.go      QEMU's command line, start, timeout, kill (StartGuest)
+//   results.go    the guest's reports parsed (GuestRun, HasFeature)
+//   reference.go  the reference topology on DPDK's vhost-user back-end
 // A run's own script is a small archive appended to the cached initramfs,
 // so the image is built once and every run still gets its own commands.
 
@@ -54,7 +63,7 @@ type Guest struct {
 // listening before this is called, unless the NIC sets Reconnect.
 func StartGuest(t testing.TB, cfg GuestConfig) *Guest {
 	t.Helper()
-	RequireCommands(t, "qemu-system-x86_64")
+	require.Commands(t, "qemu-system-x86_64")
 	if err := cfg.validate(); err != nil {
 		t.Fatalf("guest config: %v", err)
 	}

@@ -1,9 +1,12 @@
-package test
+package qemu
 
 import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/require"
+	"github.com/xvswitch/xvswitch/test/testpmd"
 )
 
 // The reference topology: what xvswitch's own vhost-user back-end must
@@ -49,7 +52,7 @@ type ReferenceRun struct {
 	Guest  *GuestRun
 	// Fwd is the back-end's forward statistics (port 0 and 1 are the
 	// guest's eth0 and eth1).
-	Fwd FwdStats
+	Fwd testpmd.FwdStats
 }
 
 // RunReference runs the reference topology once with DPDK's back-end and
@@ -57,14 +60,14 @@ type ReferenceRun struct {
 // CheckReference). Needs root, dpdk-testpmd and qemu-system-x86_64.
 func RunReference(t testing.TB, packed bool) *ReferenceRun {
 	t.Helper()
-	RequireRoot(t)
-	RequireCommands(t, "qemu-system-x86_64", "dpdk-testpmd")
+	require.Root(t)
+	require.Commands(t, "qemu-system-x86_64", "dpdk-testpmd")
 	EnsureGuest(t)
 	dir := t.TempDir()
 	sock0, sock1 := filepath.Join(dir, "ref0.sock"), filepath.Join(dir, "ref1.sock")
-	tp := StartTestpmd(t, TestpmdConfig{
+	tp := testpmd.Start(t, testpmd.Config{
 		Name:  "ref",
-		Ports: []TestpmdPort{{Kind: VhostUser, Path: sock0}, {Kind: VhostUser, Path: sock1}},
+		Ports: []testpmd.Port{{Kind: testpmd.VhostUser, Path: sock0}, {Kind: testpmd.VhostUser, Path: sock1}},
 		Mode:  "io",
 	})
 	cfg := ReferenceGuestConfig(sock0, sock1, packed)

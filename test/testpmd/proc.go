@@ -1,4 +1,4 @@
-package test
+package testpmd
 
 import (
 	"bytes"
@@ -17,12 +17,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
-// Testpmd is a running dpdk-testpmd. Its output goes to LogPath (shown in
+// Process is a running dpdk-testpmd. Its output goes to LogPath (shown in
 // the test log when the test fails) and is parsed as it arrives.
-type Testpmd struct {
-	cfg TestpmdConfig
+type Process struct {
+	cfg Config
 
 	// LogPath is the file testpmd's stdout and stderr go to.
 	LogPath string
@@ -54,23 +56,23 @@ type Testpmd struct {
 	finalErr  error
 }
 
-// ErrTestpmd is wrapped by every error the testpmd harness returns.
-var ErrTestpmd = errors.New("testpmd")
+// ErrHarness is wrapped by every error the testpmd harness returns.
+var ErrHarness = errors.New("testpmd")
 
-// StartTestpmd starts testpmd and waits until its ports are up and (in
+// Start starts testpmd and waits until its ports are up and (in
 // non-interactive mode) forwarding has started, or (NoWait) only until its
 // listening sockets exist. It is stopped in t.Cleanup. Skips (or fails,
-// see SkipOrFail) without root or dpdk-testpmd.
-func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
+// see require.SkipOrFail) without root or dpdk-testpmd.
+func Start(t testing.TB, cfg Config) *Process {
 	t.Helper()
-	RequireRoot(t)
-	RequireCommands(t, "dpdk-testpmd", "stdbuf")
+	require.Root(t)
+	require.Commands(t, "dpdk-testpmd", "stdbuf")
 	cfg.setDefaults()
-	dir, err := TestpmdPMDDir()
+	dir, err := PMDDir()
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	tp := &Testpmd{
+	tp := &Process{
 		cfg:       cfg,
 		Prefix:    filePrefix(cfg.Name),
 		stats:     map[int]PortStats{},
@@ -81,7 +83,7 @@ func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
 	}
 	args, err := cfg.args(dir, tp.Prefix)
 	if err != nil {
-		t.Fatalf("%v: %v", ErrTestpmd, err)
+		t.Fatalf("%v: %v", ErrHarness, err)
 	}
 	// The log lives in the test's temp dir; TempDir's own cleanup was
 	// registered first, so it runs after ours and the log is still there
@@ -126,7 +128,7 @@ func StartTestpmd(t testing.TB, cfg TestpmdConfig) *Testpmd {
 		pr.Close()
 		pw.Close()
 		logf.Close()
-		t.Fatalf("%v: start: %v", ErrTestpmd, err)
+		t.Fatalf("%v: start: %v", ErrHarness, err)
 	}
 	pw.Close()
 	go tp.read(pr, logf)
@@ -169,7 +171,7 @@ func filePrefix(name string) string {
 
 // read copies testpmd's output to the log and feeds the parser. Lines are
 // split by hand because an interactive prompt ("testpmd> ") has no newline.
-func (tp *Testpmd) read(r io.ReadCloser, logf *os.File) {
+func (tp *Process) read(r io.ReadCloser, logf *os.File) {
 	defer close(tp.readDone)
 	defer r.Close()
 	defer logf.Close()
@@ -219,7 +221,7 @@ func (tp *Testpmd) read(r io.ReadCloser, logf *os.File) {
 }
 
 // notePrompt records readiness signs; called with mu held.
-func (tp *Testpmd) notePrompt(s string) {
+func (tp *Process) notePrompt(s string) {
 	if strings.Contains(s, "testpmd> ") {
 		tp.prompt = true
 	}
@@ -234,7 +236,7 @@ var failureSigns = []string{
 }
 
 // noteFailure records the first failure line; called with mu held.
-func (tp *Testpmd) noteFailure(line string) {
+func (tp *Process) noteFailure(line string) {
 	if tp.failure != "" {
 		return
 	}
@@ -248,7 +250,7 @@ func (tp *Testpmd) noteFailure(line string) {
 
 // waitSockets waits until every socket testpmd listens on exists, so a
 // peer started next can connect.
-func (tp *Testpmd) waitSockets(timeout time.Duration) error {
+func (tp *Process) waitSockets(timeout time.Duration) error {
 	var paths []string
 	for _, p := range tp.cfg.Ports {
 		if p.Kind == VhostUser && !p.Client || p.Kind == VirtioUser && p.Server {
@@ -269,7 +271,7 @@ func (tp *Testpmd) waitSockets(timeout time.Duration) error {
 // Interactive, forwarding runs (the first statistics block is out); with
 // Interactive, until the first prompt. It fails if testpmd probed fewer
 // ports than configured (e.g. a virtio-user whose socket had no listener).
-func (tp *Testpmd) WaitReady(timeout time.Duration) error {
+func (tp *Process) WaitReady(timeout time.Duration) error {
 	err := tp.waitFor(timeout, "ports up", func() bool {
 		if tp.failure != "" {
 			return true
@@ -289,10 +291,10 @@ func (tp *Testpmd) WaitReady(timeout time.Duration) error {
 	tp.ready = true
 	tp.mu.Unlock()
 	if failure != "" {
-		return fmt.Errorf("%w %s: %q (log %s)", ErrTestpmd, tp.cfg.Name, failure, tp.LogPath)
+		return fmt.Errorf("%w %s: %q (log %s)", ErrHarness, tp.cfg.Name, failure, tp.LogPath)
 	}
 	if n < len(tp.cfg.Ports) {
-		return fmt.Errorf("%w %s: %d of %d ports probed (see %s)", ErrTestpmd, tp.cfg.Name, n, len(tp.cfg.Ports), tp.LogPath)
+		return fmt.Errorf("%w %s: %d of %d ports probed (see %s)", ErrHarness, tp.cfg.Name, n, len(tp.cfg.Ports), tp.LogPath)
 	}
 	if tp.cfg.Interactive && !already {
 		go tp.pollStats()
@@ -302,7 +304,7 @@ func (tp *Testpmd) WaitReady(timeout time.Duration) error {
 
 // waitFor polls cond (called with mu held) until it holds, the process
 // exits, or timeout.
-func (tp *Testpmd) waitFor(timeout time.Duration, what string, cond func() bool) error {
+func (tp *Process) waitFor(timeout time.Duration, what string, cond func() bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		tp.mu.Lock()
@@ -322,20 +324,20 @@ func (tp *Testpmd) waitFor(timeout time.Duration, what string, cond func() bool)
 			}
 			// The log is shown by the cleanup if the test fails.
 			return fmt.Errorf("%w %s exited (%v) while waiting for %s (log %s)",
-				ErrTestpmd, tp.cfg.Name, tp.exitErr, what, tp.LogPath)
+				ErrHarness, tp.cfg.Name, tp.exitErr, what, tp.LogPath)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			// The log is shown by the cleanup if the test fails.
 			return fmt.Errorf("%w %s: still waiting for %s after %v (log %s)",
-				ErrTestpmd, tp.cfg.Name, what, timeout, tp.LogPath)
+				ErrHarness, tp.cfg.Name, what, timeout, tp.LogPath)
 		}
 	}
 }
 
 // pollStats asks an interactive testpmd for port statistics every
 // StatsPeriod, so Stats and WaitStats work as in periodic mode.
-func (tp *Testpmd) pollStats() {
+func (tp *Process) pollStats() {
 	tick := time.NewTicker(tp.cfg.StatsPeriod)
 	defer tick.Stop()
 	for {
@@ -352,9 +354,9 @@ func (tp *Testpmd) pollStats() {
 
 // Cmd writes one command line to an interactive testpmd ("start",
 // "start tx_first 16", "stop", "show port stats all", ...).
-func (tp *Testpmd) Cmd(line string) error {
+func (tp *Process) Cmd(line string) error {
 	if tp.stdin == nil {
-		return fmt.Errorf("%w %s: Cmd needs Interactive", ErrTestpmd, tp.cfg.Name)
+		return fmt.Errorf("%w %s: Cmd needs Interactive", ErrHarness, tp.cfg.Name)
 	}
 	tp.inMu.Lock()
 	defer tp.inMu.Unlock()
@@ -363,7 +365,7 @@ func (tp *Testpmd) Cmd(line string) error {
 }
 
 // WaitOutput waits until testpmd's output contains s.
-func (tp *Testpmd) WaitOutput(s string, timeout time.Duration) error {
+func (tp *Process) WaitOutput(s string, timeout time.Duration) error {
 	return tp.waitFor(timeout, fmt.Sprintf("%q in the output", s), func() bool {
 		return bytes.Contains(tp.output.Bytes(), []byte(s))
 	})
@@ -371,7 +373,7 @@ func (tp *Testpmd) WaitOutput(s string, timeout time.Duration) error {
 
 // Stats returns the latest periodic statistics per DPDK port ID (empty
 // before the first block).
-func (tp *Testpmd) Stats() map[int]PortStats {
+func (tp *Process) Stats() map[int]PortStats {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	m := make(map[int]PortStats, len(tp.stats))
@@ -383,7 +385,7 @@ func (tp *Testpmd) Stats() map[int]PortStats {
 
 // WaitStats waits until cond holds for the latest statistics (checked at
 // each new block), or fails after timeout with the last statistics seen.
-func (tp *Testpmd) WaitStats(cond func(map[int]PortStats) bool, timeout time.Duration) error {
+func (tp *Process) WaitStats(cond func(map[int]PortStats) bool, timeout time.Duration) error {
 	seen := -1
 	return tp.waitFor(timeout, "the awaited port statistics", func() bool {
 		if tp.rounds == seen {
@@ -400,7 +402,7 @@ func (tp *Testpmd) WaitStats(cond func(map[int]PortStats) bool, timeout time.Dur
 
 // MAC returns the MAC address testpmd reported for a port (nil if none):
 // the source of the frames txonly sends from it.
-func (tp *Testpmd) MAC(port int) net.HardwareAddr {
+func (tp *Process) MAC(port int) net.HardwareAddr {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	return tp.macs[port]
@@ -409,7 +411,7 @@ func (tp *Testpmd) MAC(port int) net.HardwareAddr {
 // StopForwarding (interactive only) sends "stop" and returns the forward
 // statistics it prints. The process and its ports stay up: a receiver can
 // drain what is in flight before it is stopped itself.
-func (tp *Testpmd) StopForwarding(timeout time.Duration) (FwdStats, error) {
+func (tp *Process) StopForwarding(timeout time.Duration) (FwdStats, error) {
 	tp.mu.Lock()
 	before := tp.fwdSeen
 	tp.mu.Unlock()
@@ -429,7 +431,7 @@ func (tp *Testpmd) StopForwarding(timeout time.Duration) (FwdStats, error) {
 // stop forwarding and print the forward statistics), SIGINT again and then
 // SIGKILL if it hangs. It returns the last forward statistics printed, or
 // an error if there were none. Safe to call more than once.
-func (tp *Testpmd) Stop() (FwdStats, error) {
+func (tp *Process) Stop() (FwdStats, error) {
 	tp.stopOnce.Do(func() {
 		close(tp.stopStats)
 		tp.final, tp.finalErr = tp.stop()
@@ -437,7 +439,7 @@ func (tp *Testpmd) Stop() (FwdStats, error) {
 	return tp.final, tp.finalErr
 }
 
-func (tp *Testpmd) stop() (FwdStats, error) {
+func (tp *Process) stop() (FwdStats, error) {
 	exited := func(d time.Duration) bool {
 		timer := time.NewTimer(d)
 		defer timer.Stop()
@@ -482,13 +484,13 @@ func (tp *Testpmd) stop() (FwdStats, error) {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	if tp.fwd == nil {
-		return FwdStats{}, fmt.Errorf("%w %s: no forward statistics (stopped by %s, exit %v)", ErrTestpmd, tp.cfg.Name, how, tp.exitErr)
+		return FwdStats{}, fmt.Errorf("%w %s: no forward statistics (stopped by %s, exit %v)", ErrHarness, tp.cfg.Name, how, tp.exitErr)
 	}
 	return *tp.fwd, nil
 }
 
 // logExcerpt returns the log, or its head and tail when it is long.
-func (tp *Testpmd) logExcerpt() string {
+func (tp *Process) logExcerpt() string {
 	tp.mu.Lock()
 	s := tp.output.String()
 	tp.mu.Unlock()

@@ -1,6 +1,0 @@
-// Package test is the integration harness that the tests of every other
-// package use: network namespaces with veth pairs, DPDK testpmd peers
-// (virtio-user front-ends and vhost-user back-ends), QEMU guests with
-// vhost-user NICs, and the skip policy for tests that need privileges or
-// tools. No production package imports it.
-package test
