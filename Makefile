@@ -35,7 +35,7 @@ demo: deps-demo guest build
 build:
 	$(GO) build -o bin/xvswitch ./cmd/xvswitch
 
-# The benchmark harness (cmd/xvs-bench): every scenario of issue 7 on
+# The benchmark harness (cmd/xvs-bench): every scenario of BENCHMARKS.md on
 # xvswitch and on DPDK testpmd, alternated, into results/bench.{json,md,png}
 # (~12 minutes on 2 CPUs). BENCH_FLAGS narrows it, e.g.
 # BENCH_FLAGS='-scenarios 1,2 -rings split'. Needs root and DPDK

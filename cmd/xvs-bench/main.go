@@ -5,7 +5,7 @@
 // mode (a fraction of a second per scenario) runs in the test suite so the
 // harness cannot rot.
 //
-// Scenarios (issue 7), for 64- and 1518-byte frames and packed and split
+// Scenarios (as listed in BENCHMARKS.md), for 64- and 1518-byte frames and packed and split
 // rings: 1 VM -> switch, 2 switch -> VM, 3 VM -> VM (cross-connect and
 // learning bridge), 4 NIC -> VM, 5 VM -> NIC, 6 NIC <-> VM round-trip
 // latency, 7 idle CPU. "VM" is DPDK testpmd with virtio-user ports, "NIC"

@@ -196,7 +196,7 @@ func guestMACs(nics []GuestNIC) []string {
 }
 
 // qemuArgs builds QEMU's command line. The recipe and its reasons are in
-// ../shared/notes/environment.md ("QEMU guests").
+// docs/testing-peers.md ("QEMU guests").
 func qemuArgs(c *GuestConfig, macs []string, kernel, initrd, console, reports string) []string {
 	mem := c.MemoryMB
 	if mem <= 0 {

@@ -42,7 +42,7 @@ import (
 // parsing its statistics is in stats.go.
 //
 // The recipe (measured on this kind of machine, see
-// ../shared/notes/environment.md "DPDK 22.11"): no hugepages
+// docs/testing-peers.md "DPDK testpmd"): no hugepages
 // (--no-huge -m N --no-pci), a unique --file-prefix per process, a small
 // explicit mbuf pool, drivers loaded with -d from Debian's PMD folder, an
 // explicit --lcores map (2 CPUs shared by everything), and --stats-period
