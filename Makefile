@@ -53,10 +53,25 @@ bench: build
 	@echo "==> xvs-bench: xvswitch vs DPDK, results in results/ (load average: $$(cut -d' ' -f1-3 /proc/loadavg))"
 	$(GO) run ./cmd/xvs-bench -xvswitch bin/xvswitch -out results $(BENCH_FLAGS)
 
-test: deps-test lint bpf-check guest
+# Lint and the XDP object first; the guest before `make unit` (which root
+# runs as nobody) so its QEMU test has one; then every test as root, then
+# the fuzzers.
+test: deps-test lint bpf-check guest unit
 	@echo "==> go test ./... (root, namespaces, DPDK and QEMU tests included)"
 	$(GO) test $(GOTEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz-smoke
+
+# The quick check for contributors: every test that needs no root, by any
+# user. -short skips the long integration tests (test.RequireLong); tests
+# that need root or a missing tool skip themselves (test/require.go), and
+# XVS_REQUIRE_PRIV is unset so those skips are not failures. Root would run
+# the privileged tests too (they are `make test`'s), so for root it runs as
+# nobody instead (scripts/unit-unprivileged).
+UNIT_FLAGS ?= -short -count=1 -timeout 10m
+unit:
+	@if [ "$$(id -u)" -eq 0 ]; then GO='$(GO)' UNIT_FLAGS='$(UNIT_FLAGS)' scripts/unit-unprivileged; else \
+	  echo "==> unit: go test $(UNIT_FLAGS) ./... as $$(id -un), XVS_REQUIRE_PRIV unset"; \
+	  env -u XVS_REQUIRE_PRIV $(GO) test $(UNIT_FLAGS) ./...; fi
 
 # Every fuzz target runs for FUZZTIME, so the fuzzers and their corpora stay alive.
 fuzz-smoke:
