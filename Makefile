@@ -62,8 +62,8 @@ test: deps-test lint bpf-check guest unit
 	@$(MAKE) --no-print-directory fuzz-smoke
 
 # The quick check for contributors: every test that needs no root, by any
-# user. -short skips the long integration tests (test.RequireLong); tests
-# that need root or a missing tool skip themselves (test/require.go), and
+# user. -short skips the long integration tests (require.Long); tests
+# that need root or a missing tool skip themselves (test/require), and
 # XVS_REQUIRE_PRIV is unset so those skips are not failures. Root would run
 # the privileged tests too (they are `make test`'s), so for root it runs as
 # nobody instead (scripts/unit-unprivileged).
