@@ -1,11 +1,16 @@
-package vhost
+package vhost_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/xvswitch/xvswitch/vhost"
+	"github.com/xvswitch/xvswitch/vhost/vhosttest"
+)
 
 // BenchmarkBeginEnd is the data path's per-burst cost of the handoff: one
 // Begin/End pair on a running queue.
 func BenchmarkBeginEnd(b *testing.B) {
-	s := startSession(b, Config{}, true, featBase)
+	s := startSession(b, vhost.Config{}, true, vhosttest.DefaultFeatures)
 	q := s.d.TxQueue(0)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -18,7 +23,7 @@ func BenchmarkBeginEnd(b *testing.B) {
 // BenchmarkEmptyPoll is a poll of an empty guest TX queue: Begin, Receive
 // (nothing there), End, as an idle-but-spinning worker does.
 func BenchmarkEmptyPoll(b *testing.B) {
-	s := startSession(b, Config{}, true, featBase)
+	s := startSession(b, vhost.Config{}, true, vhosttest.DefaultFeatures)
 	q := s.d.TxQueue(0)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

@@ -1,27 +1,20 @@
-package vhost
+package vhost_test
 
 import (
-	"encoding/binary"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/xvswitch/xvswitch/vhost"
+	"github.com/xvswitch/xvswitch/vhost/vhosttest"
 )
 
 // FuzzMessages feeds arbitrary bytes to a device as a front-end's stream:
 // whatever they say, the device answers or closes the connection, ends the
 // session once the stream ends, and never panics or hangs.
 func FuzzMessages(f *testing.F) {
-	msg := func(req request, flags uint32, payload []byte) []byte {
-		b := make([]byte, headerSize+len(payload))
-		binary.LittleEndian.PutUint32(b[0:], uint32(req))
-		binary.LittleEndian.PutUint32(b[4:], flags)
-		binary.LittleEndian.PutUint32(b[8:], uint32(len(payload)))
-		copy(b[headerSize:], payload)
-		return b
-	}
+	msg := vhosttest.Message
 	cat := func(ms ...[]byte) []byte {
 		var out []byte
 		for _, m := range ms {
@@ -29,28 +22,22 @@ func FuzzMessages(f *testing.F) {
 		}
 		return out
 	}
-	f.Add(cat(msg(reqGetFeatures, 1, nil), msg(reqSetFeatures, 1, u64b(featBase))))
-	f.Add(cat(msg(reqGetProtocolFeatures, 1, nil), msg(reqSetProtocolFeatures, 1, u64b(protoQEMU)),
-		msg(reqSetVringNum, 9, stateb(0, 256)), msg(reqSetVringBase, 9, stateb(1, 0x8000)),
-		msg(reqSetVringAddr, 9, addrb(0, 0x1000, 0x3000, 0x2000)), msg(reqSetVringKick, 9, u64b(0x100)),
-		msg(reqSetVringEnable, 9, stateb(0, 1)), msg(reqGetVringBase, 1, stateb(0, 0))))
-	f.Add(cat(msg(reqGetConfig, 1, make([]byte, 24)), msg(reqNetSetMTU, 9, u64b(9000)), msg(reqSendRARP, 9, u64b(1))))
-	f.Add(cat(msg(reqSetMemTable, 9, memTableb(regionDesc{size: 4096})), msg(request(99), 9, nil)))
-	f.Add(msg(reqAddMemReg, 9, make([]byte, 40)))
+	f.Add(cat(msg(vhosttest.ReqGetFeatures, 1, nil), msg(vhosttest.ReqSetFeatures, 1, vhosttest.U64(vhosttest.DefaultFeatures))))
+	f.Add(cat(msg(vhosttest.ReqGetProtocolFeatures, 1, nil), msg(vhosttest.ReqSetProtocolFeatures, 1, vhosttest.U64(vhosttest.ProtocolQEMU)),
+		msg(vhosttest.ReqSetVringNum, 9, vhosttest.VringState(0, 256)), msg(vhosttest.ReqSetVringBase, 9, vhosttest.VringState(1, 0x8000)),
+		msg(vhosttest.ReqSetVringAddr, 9, vhosttest.VringAddr(0, 0x1000, 0x3000, 0x2000)), msg(vhosttest.ReqSetVringKick, 9, vhosttest.U64(0x100)),
+		msg(vhosttest.ReqSetVringEnable, 9, vhosttest.VringState(0, 1)), msg(vhosttest.ReqGetVringBase, 1, vhosttest.VringState(0, 0))))
+	f.Add(cat(msg(vhosttest.ReqGetConfig, 1, make([]byte, 24)), msg(vhosttest.ReqNetSetMTU, 9, vhosttest.U64(9000)), msg(vhosttest.ReqSendRARP, 9, vhosttest.U64(1))))
+	f.Add(cat(msg(vhosttest.ReqSetMemTable, 9, vhosttest.MemTable(vhosttest.Region{Size: 4096})), msg(vhosttest.Request(99), 9, nil)))
+	f.Add(msg(vhosttest.ReqAddMemReg, 9, make([]byte, 40)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, err := Open(Config{Name: "fuzz", QueuePairs: 2, Logger: slog.New(slog.DiscardHandler)})
+		d, err := vhost.Open(vhost.Config{Name: "fuzz", QueuePairs: 2, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer d.Close()
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, front := fileConn(t, fds[0]), fileConn(t, fds[1])
-		defer front.Close()
-		done := make(chan error, 1)
-		go func() { done <- d.ServeConn(back) }()
+		fe := vhosttest.Connect(t, d)
+		front := fe.Conn()
 		// Drain replies while writing, so neither side can block.
 		drained := make(chan struct{})
 		go func() {
@@ -62,7 +49,7 @@ func FuzzMessages(f *testing.F) {
 		_, _ = front.Write(data)
 		_ = front.CloseWrite()
 		select {
-		case <-done:
+		case <-fe.Served():
 		case <-time.After(10 * time.Second):
 			t.Fatalf("session did not end after the stream ended (%d bytes)", len(data))
 		}

@@ -1,11 +1,12 @@
-package vhost
+package vhost_test
 
 import (
 	"testing"
 
+	"github.com/xvswitch/xvswitch/vhost"
+	"github.com/xvswitch/xvswitch/vhost/vhosttest"
 	"github.com/xvswitch/xvswitch/virtionet"
 	"github.com/xvswitch/xvswitch/virtq"
-	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
 
 // TestInOrderPacked: with IN_ORDER negotiated the device completes TX
@@ -14,40 +15,40 @@ import (
 // reclaims every slot over several laps of the ring.
 func TestInOrderPacked(t *testing.T) {
 	s := startSessionInOrder(t)
+	m := s.f.Mem()
 	for lap := 0; lap < 20; lap++ {
 		for i := 0; i < 32; i++ {
-			hdr := s.f.mem.Alloc(1, virtionet.HeaderLen, 16)
+			hdr := m.Alloc(1, virtionet.HeaderLen, 16)
 			fr := frame(64, byte(i))
-			body := s.f.mem.Alloc(1, uint64(len(fr)), 64)
-			copy(s.f.mem.Bytes(body, uint64(len(fr))), fr)
-			if _, err := s.tx.add(drivertest.PackedBuf{Addr: hdr, Len: virtionet.HeaderLen}, drivertest.PackedBuf{Addr: body, Len: uint32(len(fr))}); err != nil {
+			body := m.Alloc(1, uint64(len(fr)), 64)
+			copy(m.Bytes(body, uint64(len(fr))), fr)
+			if _, err := s.tx().Add(vhosttest.Buf{Addr: hdr, Len: virtionet.HeaderLen}, vhosttest.Buf{Addr: body, Len: uint32(len(fr))}); err != nil {
 				t.Fatalf("lap %d: %v", lap, err)
 			}
 		}
 		if got := len(s.deviceReceive(t)); got != 32 {
 			t.Fatalf("lap %d: %d frames", lap, got)
 		}
-		cs, err := s.tx.reap()
+		cs, err := s.tx().Reap()
 		if err != nil || len(cs) != 32 {
-			t.Fatalf("lap %d: reaped %d: %v (used descs %d)", lap, len(cs), err, s.tx.p.UsedDescs)
+			t.Fatalf("lap %d: reaped %d: %v (used descs %d)", lap, len(cs), err, s.tx().Packed().UsedDescs)
 		}
 	}
 }
 
 func startSessionInOrder(t *testing.T) *testSession {
 	t.Helper()
-	d, evs, mu := newDevice(t, Config{})
-	f := connect(t, d)
-	features := featBase | 1<<virtq.FeatureRingPacked | 1<<virtq.FeatureInOrder
-	f.negotiate(features, protoQEMU)
-	f.shareMemory(protoQEMU, 4<<20, 1<<20)
-	s := &testSession{d: d, f: f, evs: evs, mu: mu}
-	s.rx = newGuestRing(f.mem, true, 256)
-	s.tx = newGuestRing(f.mem, true, 64)
-	s.tx.p.InOrder = true
-	s.tx.p.ScrambleIDs = true // as DPDK leaves them: only the last carries the id
-	f.setupRing(0, s.rx, protoQEMU, true)
-	f.setupRing(1, s.tx, protoQEMU, true)
-	waitFor(t, "device ready", func() bool { return d.Info().Ready })
-	return s
+	d, evs, mu := newDevice(t, vhost.Config{})
+	f := vhosttest.Connect(t, d)
+	features := vhosttest.DefaultFeatures | 1<<virtq.FeatureRingPacked | 1<<virtq.FeatureInOrder
+	f.Negotiate(features, vhosttest.ProtocolQEMU)
+	f.ShareMemory(4<<20, 1<<20)
+	rx := f.NewRing(true, 256)
+	tx := f.NewRing(true, 64)
+	tx.Packed().InOrder = true
+	tx.Packed().ScrambleIDs = true // as DPDK leaves them: only the last carries the id
+	f.SetupRing(0, rx, true)
+	f.SetupRing(1, tx, true)
+	vhosttest.WaitFor(t, "device ready", func() bool { return d.Info().Ready })
+	return &testSession{d: d, f: f, evs: evs, mu: mu}
 }

@@ -1,4 +1,4 @@
-package vhost
+package vhost_test
 
 import (
 	"bytes"
@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/xvswitch/xvswitch/vhost"
+	"github.com/xvswitch/xvswitch/vhost/vhosttest"
 	"github.com/xvswitch/xvswitch/virtq"
-	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
 
 // TestGetVringBase stops the rings with GET_VRING_BASE, checks the state
@@ -21,46 +24,43 @@ import (
 func TestGetVringBase(t *testing.T) {
 	for _, packed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("packed=%v", packed), func(t *testing.T) {
-			s := startSession(t, Config{}, packed, featBase)
+			s := startSession(t, vhost.Config{}, packed, vhosttest.DefaultFeatures)
 			s.guestSend(t, frame(100, 1), frame(200, 2), frame(300, 3))
 			if got := len(s.deviceReceive(t)); got != 3 {
 				t.Fatalf("received %d", got)
 			}
-			if _, err := s.tx.reap(); err != nil {
+			if _, err := s.tx().Reap(); err != nil {
 				t.Fatal(err)
 			}
 			// Two more sent but not yet popped: they must survive the stop.
 			s.guestSend(t, frame(400, 4), frame(500, 5))
 
-			p := s.f.call(reqGetVringBase, stateb(1, 0))
-			st := vringState{le.Uint32(p), le.Uint32(p[4:])}
+			index, num, ok := vhosttest.ParseVringState(s.f.Call(vhosttest.ReqGetVringBase, vhosttest.VringState(1, 0)))
 			want := uint32(3)
 			if packed {
 				want = 3 | 1<<15 | 3<<16 | 1<<31
 			}
-			if st.index != 1 || st.num != want {
-				t.Fatalf("GET_VRING_BASE = %+v, want num %#x", st, want)
+			if !ok || index != 1 || num != want {
+				t.Fatalf("GET_VRING_BASE = index %d num %#x (%v), want num %#x", index, num, ok, want)
 			}
 			if a := s.d.TxQueue(0).Begin(); a != nil {
 				s.d.TxQueue(0).End()
 				t.Fatal("TX queue still running after GET_VRING_BASE")
 			}
-			waitFor(t, "stopped event", func() bool { return hasEvent(s.mu, s.evs, EventStopped) })
+			vhosttest.WaitFor(t, "stopped event", func() bool { return hasEvent(s.mu, s.evs, vhost.EventStopped) })
 			if s.d.Info().Ready {
 				t.Fatal("device still ready")
 			}
 
 			// Restart from the state: the two pending frames come out.
-			kick := eventfd(t)
-			s.f.mustAck(reqSetVringBase, stateb(1, st.num))
-			s.f.mustAck(reqSetVringKick, u64b(1), kick)
-			s.f.kickFDs[1] = kick
-			waitFor(t, "ready again", func() bool { return s.d.Info().Ready })
+			s.f.MustAck(vhosttest.ReqSetVringBase, vhosttest.VringState(1, num))
+			s.f.NewKick(1)
+			vhosttest.WaitFor(t, "ready again", func() bool { return s.d.Info().Ready })
 			got := s.deviceReceive(t)
 			if len(got) != 2 || !bytes.Equal(got[0], frame(400, 4)) || !bytes.Equal(got[1], frame(500, 5)) {
 				t.Fatalf("after restart: %d frames", len(got))
 			}
-			if cs, err := s.tx.reap(); err != nil || len(cs) != 2 {
+			if cs, err := s.tx().Reap(); err != nil || len(cs) != 2 {
 				t.Fatalf("reaped %d, %v", len(cs), err)
 			}
 		})
@@ -85,7 +85,7 @@ func TestMemTableReplacedUnderTraffic(t *testing.T) {
 	for _, packed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("packed=%v", packed), func(t *testing.T) {
 			base := guestMappings(t)
-			s := startSession(t, Config{}, packed, featBase)
+			s := startSession(t, vhost.Config{}, packed, vhosttest.DefaultFeatures)
 			if got := guestMappings(t) - base; got != 4 {
 				t.Fatalf("%d guest mappings, want 4 (2 regions, front-end and device)", got)
 			}
@@ -137,9 +137,9 @@ func TestMemTableReplacedUnderTraffic(t *testing.T) {
 					sent++
 				}
 				// The table changes while the poller is busy with them.
-				s.f.mustAck(reqSetMemTable, memTableb(s.f.regions()...), s.f.fds...)
-				waitFor(t, "frames so far", func() bool { return got.Load() >= int64(sent) })
-				if _, err := s.tx.reap(); err != nil {
+				s.f.SetMemTable()
+				vhosttest.WaitFor(t, "frames so far", func() bool { return got.Load() >= int64(sent) })
+				if _, err := s.tx().Reap(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -150,7 +150,7 @@ func TestMemTableReplacedUnderTraffic(t *testing.T) {
 			if got.Load() != total {
 				t.Fatalf("got %d frames, sent %d", got.Load(), total)
 			}
-			if _, err := s.tx.reap(); err != nil {
+			if _, err := s.tx().Reap(); err != nil {
 				t.Fatal(err)
 			}
 			if m := guestMappings(t) - base; m != 4 {
@@ -163,17 +163,13 @@ func TestMemTableReplacedUnderTraffic(t *testing.T) {
 // TestMemSlots builds the table region by region (CONFIGURE_MEM_SLOTS, as
 // QEMU does when both sides support it) and removes one.
 func TestMemSlots(t *testing.T) {
-	d, _, _ := newDevice(t, Config{})
-	f := connect(t, d)
-	f.negotiate(featBase|1<<virtq.FeatureRingPacked, protoQEMU)
-	m, fds, err := drivertest.NewSharedMem(1<<20, 1<<20, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.mem, f.fds = m, fds
+	d, _, _ := newDevice(t, vhost.Config{})
+	f := vhosttest.Connect(t, d)
+	f.Negotiate(vhosttest.DefaultFeatures|1<<virtq.FeatureRingPacked, vhosttest.ProtocolQEMU)
+	f.NewMemory(1<<20, 1<<20, 1<<20)
 	base := guestMappings(t)
-	for i, r := range f.regions() {
-		f.mustAck(reqAddMemReg, append(make([]byte, 8), regionb(r)...), fds[i])
+	for i, r := range f.Regions() {
+		f.MustAck(vhosttest.ReqAddMemReg, vhosttest.MemReg(r), f.MemFDs()[i])
 	}
 	if inf := d.Info(); inf.Regions != 3 {
 		t.Fatalf("%d regions", inf.Regions)
@@ -182,12 +178,10 @@ func TestMemSlots(t *testing.T) {
 		t.Fatalf("%d device mappings", got)
 	}
 	// Rings live in region 0; removing region 2 keeps them running.
-	rx := newGuestRing(m, true, 64)
-	tx := newGuestRing(m, true, 64)
-	f.setupRing(0, rx, protoQEMU, true)
-	f.setupRing(1, tx, protoQEMU, true)
-	waitFor(t, "ready", func() bool { return d.Info().Ready })
-	f.mustAck(reqRemMemReg, append(make([]byte, 8), regionb(f.regions()[2])...))
+	f.SetupRing(0, f.NewRing(true, 64), true)
+	f.SetupRing(1, f.NewRing(true, 64), true)
+	vhosttest.WaitFor(t, "ready", func() bool { return d.Info().Ready })
+	f.MustAck(vhosttest.ReqRemMemReg, vhosttest.MemReg(f.Regions()[2]))
 	if inf := d.Info(); inf.Regions != 2 || !inf.Ready {
 		t.Fatalf("after REM_MEM_REG: %+v", inf)
 	}
@@ -195,13 +189,13 @@ func TestMemSlots(t *testing.T) {
 		t.Fatalf("%d device mappings after REM_MEM_REG", got)
 	}
 	// A region that overlaps one already there is refused: broken.
-	fd := memfd(t, 1<<20)
-	defer closeFD(fd)
-	r := f.regions()[0]
-	if v, err := f.ack(reqAddMemReg, append(make([]byte, 8), regionb(r)...), fd); err != nil || v == 0 {
+	fd := vhosttest.MemFD(t, 1<<20)
+	defer unix.Close(fd)
+	r := f.Regions()[0]
+	if v, err := f.Ack(vhosttest.ReqAddMemReg, vhosttest.MemReg(r), fd); err != nil || v == 0 {
 		t.Fatalf("overlapping ADD_MEM_REG: ack %d, %v", v, err)
 	}
-	if err := f.expectClosed(); !errors.Is(err, ErrBadMemTable) {
+	if err := f.WaitClosed(); !errors.Is(err, vhost.ErrBadMemTable) {
 		t.Fatalf("ended with %v", err)
 	}
 }
@@ -213,16 +207,16 @@ func TestBreak(t *testing.T) {
 		t.Run(fmt.Sprintf("packed=%v", packed), func(t *testing.T) {
 			var status uint8
 			var seen sync.Once
-			bad := startSession(t, Config{Name: "bad", OnEvent: func(e Event) {
-				if e.Kind == EventBroken {
+			bad := startSession(t, vhost.Config{Name: "bad", OnEvent: func(e vhost.Event) {
+				if e.Kind == vhost.EventBroken {
 					seen.Do(func() { status = e.Device.Info().Status })
 				}
-			}}, packed, featBase)
-			good := startSession(t, Config{Name: "good"}, packed, featBase)
-			bad.f.mustAck(reqSetStatus, u64b(StatusAcknowledge|StatusDriver|StatusFeaturesOK|StatusDriverOK))
+			}}, packed, vhosttest.DefaultFeatures)
+			good := startSession(t, vhost.Config{Name: "good"}, packed, vhosttest.DefaultFeatures)
+			bad.f.MustAck(vhosttest.ReqSetStatus, vhosttest.U64(vhost.StatusAcknowledge|vhost.StatusDriver|vhost.StatusFeaturesOK|vhost.StatusDriverOK))
 
 			// A chain pointing below guest memory (regions start at 1 GiB).
-			if _, err := bad.tx.add(drivertest.PackedBuf{Addr: 0x1000, Len: 100}); err != nil {
+			if _, err := bad.tx().Add(vhosttest.Buf{Addr: 0x1000, Len: 100}); err != nil {
 				t.Fatal(err)
 			}
 			q := bad.d.TxQueue(0)
@@ -236,13 +230,13 @@ func TestBreak(t *testing.T) {
 			}
 			a.Break(err)
 			q.End()
-			if err := bad.f.expectClosed(); !errors.Is(err, virtq.ErrBadAddress) {
+			if err := bad.f.WaitClosed(); !errors.Is(err, virtq.ErrBadAddress) {
 				t.Fatalf("bad session ended with %v", err)
 			}
-			if !hasEvent(bad.mu, bad.evs, EventBroken) || !hasEvent(bad.mu, bad.evs, EventGone) {
+			if !hasEvent(bad.mu, bad.evs, vhost.EventBroken) || !hasEvent(bad.mu, bad.evs, vhost.EventGone) {
 				t.Fatalf("events %v", *bad.evs)
 			}
-			if status&StatusNeedsReset == 0 {
+			if status&vhost.StatusNeedsReset == 0 {
 				t.Fatalf("status %#x at EventBroken, want NEEDS_RESET", status)
 			}
 			if inf := bad.d.Info(); inf.Connected || !errors.Is(inf.LastError, virtq.ErrBadAddress) {
@@ -257,8 +251,8 @@ func TestBreak(t *testing.T) {
 				t.Fatalf("good device: %d frames", len(got))
 			}
 			// And the broken one takes a new front-end.
-			f := connect(t, bad.d)
-			if got := f.callU64(reqGetFeatures); got != bad.d.offered {
+			f := vhosttest.Connect(t, bad.d)
+			if got := f.CallU64(vhosttest.ReqGetFeatures); got != bad.d.Info().Offered {
 				t.Fatal("no answer from the reconnected device")
 			}
 		})
@@ -272,27 +266,26 @@ func TestBreak(t *testing.T) {
 func TestSessionFDs(t *testing.T) {
 	fds, maps := countFDs(t), guestMappings(t)
 	t.Run("session", func(t *testing.T) {
-		s := startSession(t, Config{QueuePairs: 2}, true, featBase|1<<NetFeatureMQ)
+		s := startSession(t, vhost.Config{QueuePairs: 2}, true, vhosttest.DefaultFeatures|1<<vhost.NetFeatureMQ)
 		s.guestSend(t, frame(100, 1))
 		s.deviceReceive(t)
 		for i := 0; i < 3; i++ {
-			k, c := eventfd(t), eventfd(t)
-			s.f.mustAck(reqSetVringKick, u64b(1), k)
-			s.f.mustAck(reqSetVringCall, u64b(1), c)
-			closeFD(k)
-			closeFD(c)
-			s.f.mustAck(reqSetMemTable, memTableb(s.f.regions()...), s.f.fds...)
+			k, c := vhosttest.EventFD(t), vhosttest.EventFD(t)
+			s.f.MustAck(vhosttest.ReqSetVringKick, vhosttest.U64(1), k)
+			s.f.MustAck(vhosttest.ReqSetVringCall, vhosttest.U64(1), c)
+			_ = unix.Close(k)
+			_ = unix.Close(c)
+			s.f.SetMemTable()
 		}
-		e := eventfd(t)
-		s.f.mustAck(reqSetVringErr, u64b(0), e)
-		closeFD(e)
-		s.f.call(reqGetVringBase, stateb(0, 0))
-		s.f.mustAck(reqResetOwner, nil)
+		e := vhosttest.EventFD(t)
+		s.f.MustAck(vhosttest.ReqSetVringErr, vhosttest.U64(0), e)
+		_ = unix.Close(e)
+		s.f.Call(vhosttest.ReqGetVringBase, vhosttest.VringState(0, 0))
+		s.f.MustAck(vhosttest.ReqResetOwner, nil)
 		if s.d.Info().Ready {
 			t.Fatal("ready after RESET_OWNER")
 		}
-		_ = s.f.c.Close()
-		if err := <-s.f.done; err != nil {
+		if err := s.f.Close(); err != nil {
 			t.Fatalf("session ended with %v", err)
 		}
 	})
@@ -309,7 +302,7 @@ func TestDataPathAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	s := startSession(t, Config{}, true, featBase)
+	s := startSession(t, vhost.Config{}, true, vhosttest.DefaultFeatures)
 	for i := 0; i < 200; i++ {
 		s.guestSend(t, frame(64, byte(i)))
 	}
@@ -345,7 +338,7 @@ func TestDataPathAllocs(t *testing.T) {
 // queue, at the moment the control path waits for that queue, neither
 // blocks nor deadlocks the control path.
 func TestBreakInsideBurst(t *testing.T) {
-	s := startSession(t, Config{}, true, featBase)
+	s := startSession(t, vhost.Config{}, true, vhosttest.DefaultFeatures)
 	q := s.d.TxQueue(0)
 	a := q.Begin()
 	if a == nil {
@@ -353,12 +346,10 @@ func TestBreakInsideBurst(t *testing.T) {
 	}
 	// GET_VRING_BASE makes the control path wait for this burst (with
 	// d.mu held) before it can answer.
-	if err := s.f.send(reqGetVringBase, flagVersion, stateb(1, 0)); err != nil {
+	if err := s.f.SendMsg(vhosttest.ReqGetVringBase, vhosttest.FlagVersion, vhosttest.VringState(1, 0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the control path to wait for the queue", func() bool {
-		return q.cur.Load().act == nil
-	})
+	vhosttest.WaitFor(t, "the control path to wait for the queue", func() bool { return vhost.Unpublished(q) })
 	broke := make(chan struct{})
 	go func() {
 		s.d.Break(errors.New("worker saw garbage"))
@@ -366,11 +357,11 @@ func TestBreakInsideBurst(t *testing.T) {
 	}()
 	select {
 	case <-broke:
-	case <-time.After(ioTimeout):
+	case <-time.After(vhosttest.Timeout):
 		t.Fatal("Device.Break blocked while a burst was open")
 	}
 	q.End()
-	if err := s.f.expectClosed(); err == nil || !strings.Contains(err.Error(), "worker saw garbage") {
+	if err := s.f.WaitClosed(); err == nil || !strings.Contains(err.Error(), "worker saw garbage") {
 		t.Fatalf("session ended with %v", err)
 	}
 }

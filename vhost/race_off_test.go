@@ -1,5 +1,5 @@
 //go:build !race
 
-package vhost
+package vhost_test
 
 const raceEnabled = false

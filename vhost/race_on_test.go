@@ -1,6 +1,6 @@
 //go:build race
 
-package vhost
+package vhost_test
 
 // raceEnabled: the race detector allocates, so allocation counts are
 // meaningless under it.

@@ -1,4 +1,4 @@
-package vhost
+package vhost_test
 
 import (
 	"errors"
@@ -8,19 +8,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// dialFrontend connects to a server-mode device as a front-end.
-func dialFrontend(t *testing.T, d *Device, path string) *frontend {
-	t.Helper()
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &frontend{t: t, c: c, dev: d, done: make(chan error, 1)}
-	t.Cleanup(func() { _ = c.Close() })
-	return f
-}
+	"github.com/xvswitch/xvswitch/vhost"
+	"github.com/xvswitch/xvswitch/vhost/vhosttest"
+)
 
 func TestServerSocket(t *testing.T) {
 	dir := t.TempDir()
@@ -40,7 +31,7 @@ func TestServerSocket(t *testing.T) {
 	if os.Geteuid() == 0 {
 		gid = 4242
 	}
-	d, evs, mu := newDevice(t, Config{Path: path, SocketMode: 0o600, SocketGID: gid})
+	d, evs, mu := newDevice(t, vhost.Config{Path: path, SocketMode: 0o600, SocketGID: gid})
 	fi, err := os.Lstat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +47,7 @@ func TestServerSocket(t *testing.T) {
 
 	// A second device on a path with a live listener is refused, and the
 	// live socket is left alone.
-	if _, err := Open(Config{Path: path}); !errors.Is(err, ErrSocketInUse) {
+	if _, err := vhost.Open(vhost.Config{Path: path}); !errors.Is(err, vhost.ErrSocketInUse) {
 		t.Fatalf("second listener on a live socket: %v", err)
 	}
 	// A path that is not a socket is not ours to remove.
@@ -64,34 +55,34 @@ func TestServerSocket(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(Config{Path: file}); !errors.Is(err, ErrNotSocket) {
+	if _, err := vhost.Open(vhost.Config{Path: file}); !errors.Is(err, vhost.ErrNotSocket) {
 		t.Fatalf("listening over a regular file: %v", err)
 	}
 
-	f := dialFrontend(t, d, path)
-	if got := f.callU64(reqGetFeatures); got != d.offered {
+	f := vhosttest.Dial(t, path)
+	if got := f.CallU64(vhosttest.ReqGetFeatures); got != d.Info().Offered {
 		t.Fatalf("features %#x", got)
 	}
-	waitFor(t, "connected", func() bool { return d.Info().Connected })
+	vhosttest.WaitFor(t, "connected", func() bool { return d.Info().Connected })
 
 	// One front-end at a time: a second connection is closed at once.
-	g := dialFrontend(t, d, path)
-	_ = g.send(reqGetFeatures, flagVersion, nil)
-	if _, err := g.recv(reqGetFeatures); err == nil {
+	g := vhosttest.Dial(t, path)
+	_ = g.SendMsg(vhosttest.ReqGetFeatures, vhosttest.FlagVersion, nil)
+	if _, err := g.Reply(); err == nil {
 		t.Fatal("second connection was served")
 	}
-	if got := f.callU64(reqGetFeatures); got != d.offered {
+	if got := f.CallU64(vhosttest.ReqGetFeatures); got != d.Info().Offered {
 		t.Fatal("first connection lost")
 	}
 
 	// The front-end goes away; the next one is served.
-	_ = f.c.Close()
-	waitFor(t, "disconnected", func() bool { return !d.Info().Connected })
-	h := dialFrontend(t, d, path)
-	if got := h.callU64(reqGetFeatures); got != d.offered {
+	_ = f.Close()
+	vhosttest.WaitFor(t, "disconnected", func() bool { return !d.Info().Connected })
+	h := vhosttest.Dial(t, path)
+	if got := h.CallU64(vhosttest.ReqGetFeatures); got != d.Info().Offered {
 		t.Fatal("reconnection not served")
 	}
-	if !hasEvent(mu, evs, EventGone) {
+	if !hasEvent(mu, evs, vhost.EventGone) {
 		t.Fatal("no gone event")
 	}
 
@@ -102,7 +93,7 @@ func TestServerSocket(t *testing.T) {
 	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("socket file after Close: %v", err)
 	}
-	if _, err := h.recv(reqGetFeatures); err == nil {
+	if _, err := h.Reply(); err == nil {
 		t.Fatal("connection alive after Close")
 	}
 }
@@ -110,7 +101,7 @@ func TestServerSocket(t *testing.T) {
 func TestClientReconnect(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "qemu.sock")
 	// The device starts before the front-end listens (QEMU not up yet).
-	d, evs, mu := newDevice(t, Config{Path: path, Client: true,
+	d, evs, mu := newDevice(t, vhost.Config{Path: path, Client: true,
 		ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond})
 	time.Sleep(30 * time.Millisecond)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
@@ -118,31 +109,20 @@ func TestClientReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	accept := func() *frontend {
-		t.Helper()
-		_ = ln.SetDeadline(time.Now().Add(ioTimeout))
-		c, err := ln.AcceptUnix()
-		if err != nil {
-			t.Fatalf("device did not connect: %v", err)
-		}
-		f := &frontend{t: t, c: c, dev: d, done: make(chan error, 1)}
-		t.Cleanup(func() { _ = c.Close() })
-		return f
-	}
 	for i := 0; i < 3; i++ {
-		f := accept()
-		if got := f.callU64(reqGetFeatures); got != d.offered {
+		f := vhosttest.Accept(t, ln)
+		if got := f.CallU64(vhosttest.ReqGetFeatures); got != d.Info().Offered {
 			t.Fatalf("round %d: features %#x", i, got)
 		}
-		f.negotiate(featBase, protoQEMU)
+		f.Negotiate(vhosttest.DefaultFeatures, vhosttest.ProtocolQEMU)
 		// The front-end restarts: the device comes back.
-		_ = f.c.Close()
+		_ = f.Close()
 	}
-	_ = accept()
+	_ = vhosttest.Accept(t, ln)
 	mu.Lock()
 	n := 0
 	for _, e := range *evs {
-		if e.Kind == EventConnected {
+		if e.Kind == vhost.EventConnected {
 			n++
 		}
 	}

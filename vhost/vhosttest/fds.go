@@ -1,0 +1,33 @@
+package vhosttest
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// EventFD returns a new non-blocking eventfd, as QEMU makes for kicks and
+// calls; the caller closes it. Hostile tests send it where the device
+// expects none, or for a vring that does not exist.
+func EventFD(t testing.TB) int {
+	t.Helper()
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
+// MemFD returns a new memfd of size bytes; the caller closes it. Hostile
+// tests offer it as a region it cannot back, or one that overlaps another.
+func MemFD(t testing.TB, size int64) int {
+	t.Helper()
+	fd, err := unix.MemfdCreate("vhosttest", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Ftruncate(fd, size); err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
