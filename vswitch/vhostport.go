@@ -90,7 +90,11 @@ func (p *vhostPort) event(e vhost.Event) {
 	case vhost.EventReady:
 		p.state.Store("ready")
 	case vhost.EventStopped:
-		p.state.Store("stopped")
+		// A broken device stops its rings too: it stays "broken" (until a
+		// front-end sets it up again) so `show ports` says what happened.
+		if p.state.Load() != "broken" {
+			p.state.Store("stopped")
+		}
 	case vhost.EventBroken:
 		p.state.Store("broken")
 		slog.Warn("vhost port broken", "port", p.spec.Name, "err", e.Err)
@@ -139,6 +143,13 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 	if a == nil {
 		return 0, nil
 	}
+	// Both recorded before the first touch of guest memory, so that a
+	// fault in this very burst (the first after a new memory table, say)
+	// is known to be this guest's and its burst can be ended (recoverFault).
+	r.act = a
+	if r.mem.Load() != a.Mem {
+		r.mem.Store(a.Mem)
+	}
 	// Receive's count includes chains virtionet rejected (counted below
 	// from LastBurst); the frames to forward are what Frames holds.
 	_, err := a.Tx.Receive(MaxBurst)
@@ -147,20 +158,17 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 	if err != nil {
 		a.Break(err)
 	}
-	if r.mem.Load() != a.Mem {
-		r.mem.Store(a.Mem)
-	}
 	frames := a.Tx.Frames()
 	n := frames.Len()
 	if n == 0 {
 		_ = a.Tx.Complete()
+		r.act = nil
 		r.q.End()
 		return 0, nil
 	}
 	for i := 0; i < n; i++ {
 		b.Set(i, frames.Segments(i), frames.FrameLen(i))
 	}
-	r.act = a
 	return n, nil
 }
 
