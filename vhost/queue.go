@@ -278,7 +278,7 @@ func (q *Queue) waitRelease(gen uint64) bool {
 		}
 		if q.lock.CompareAndSwap(0, 2) {
 			if s := q.cur.Load(); s != q.bound {
-				q.rebind(s)
+				q.rebindProtected(s)
 			}
 			q.lock.Store(0)
 			return true

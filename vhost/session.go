@@ -80,7 +80,7 @@ func (d *Device) serve(s *session) error {
 			return err
 		}
 		d.mu.Lock()
-		reply, herr := d.handle(s, m)
+		reply, herr := d.handleProtected(s, m)
 		m.closeFDs()
 		evs := s.events
 		s.events = nil
