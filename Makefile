@@ -13,7 +13,7 @@ FUZZTIME ?= 5s
 CLANG_VERSION := 14
 BPF2GO_TOOLS := BPF2GO_CC=clang-$(CLANG_VERSION) BPF2GO_STRIP=llvm-strip-$(CLANG_VERSION)
 
-.PHONY: all build demo test lint vet fmt-check staticcheck unit fuzz-smoke guest deps-demo deps-test deps-gen generate bpf-check bench
+.PHONY: all build demo test lint vet fmt-check staticcheck unit race fuzz-smoke guest deps-demo deps-test deps-gen generate bpf-check bench
 
 all: build
 
@@ -54,9 +54,9 @@ bench: build
 	$(GO) run ./cmd/xvs-bench -xvswitch bin/xvswitch -out results $(BENCH_FLAGS)
 
 # Lint and the XDP object first; the guest before `make unit` (which root
-# runs as nobody) so its QEMU test has one; then every test as root, then
-# the fuzzers.
-test: deps-test lint bpf-check guest unit
+# runs as nobody) so its QEMU test has one; the race detector over the
+# control plane; then every test as root, then the fuzzers.
+test: deps-test lint bpf-check guest unit race
 	@echo "==> go test ./... (root, namespaces, DPDK and QEMU tests included)"
 	$(GO) test $(GOTEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz-smoke
@@ -72,6 +72,16 @@ unit:
 	@if [ "$$(id -u)" -eq 0 ]; then GO='$(GO)' UNIT_FLAGS='$(UNIT_FLAGS)' scripts/unit-unprivileged; else \
 	  echo "==> unit: go test $(UNIT_FLAGS) ./... as $$(id -un), XVS_REQUIRE_PRIV unset"; \
 	  env -u XVS_REQUIRE_PRIV $(GO) test $(UNIT_FLAGS) ./...; fi
+
+# The control plane and the device lifecycle under the race detector: the
+# control protocol, the vhost-user devices (sessions, rings published to
+# pollers, breaks from the data path) and the switch's ports, workers and
+# snapshots. -short leaves out the DPDK and QEMU runs, which test peers,
+# not our locking.
+RACE_PKGS ?= ./ctl/... ./vhost/... ./vswitch/...
+race:
+	@echo "==> go test -race -short $(RACE_PKGS)"
+	$(GO) test -race -short -count=1 -timeout 15m $(RACE_PKGS)
 
 # Every fuzz target runs for FUZZTIME, so the fuzzers and their corpora stay alive.
 fuzz-smoke:
