@@ -26,6 +26,10 @@ type PortCounters struct {
 	// FloodCopies: see QueueCounters.
 	FloodCopies uint64          `json:"flood_copies"`
 	Queues      []QueueCounters `json:"queues"`
+	// LearnRefused counts source MACs the port's frames were not learned
+	// for, because the port held its limit of learned MACs (maxmacs=).
+	// The frames were still forwarded: it is not a drop.
+	LearnRefused uint64 `json:"learn_refused"`
 	// Kernel holds what the kernel counted for the port, outside the
 	// switch's own ledger: for a NIC, the XDP program's verdicts and the
 	// AF_XDP sockets' XDP_STATISTICS (frames the kernel dropped before the

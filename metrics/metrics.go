@@ -68,6 +68,10 @@ func Write(w io.Writer, src Source) error {
 			fmt.Fprintf(&b, "xvswitch_kernel_total{port=%q,counter=%q} %d\n", p.Name, k, p.Kernel[k])
 		}
 	}
+	counter("xvswitch_fdb_learn_refused_total", "Source MACs not learned because the port held its limit of learned MACs (the frames were forwarded).")
+	for _, p := range stats {
+		fmt.Fprintf(&b, "xvswitch_fdb_learn_refused_total{port=%q} %d\n", p.Name, p.LearnRefused)
+	}
 	fmt.Fprintf(&b, "# HELP xvswitch_fdb_entries MACs in the forwarding database.\n# TYPE xvswitch_fdb_entries gauge\nxvswitch_fdb_entries %d\n", src.FDBLen())
 	counter("xvswitch_worker_sleeps_total", "Times a poll worker went idle and slept in epoll.")
 	for id, n := range src.WorkerSleeps() {

@@ -12,9 +12,10 @@ type fakeSource struct{}
 
 func (fakeSource) Stats() []ctl.PortCounters {
 	return []ctl.PortCounters{{
-		Name:   "nic0",
-		Queues: []ctl.QueueCounters{{RxPackets: 7, RxBytes: 448, Drops: map[string]uint64{"tx_full": 2}}},
-		Kernel: map[string]uint64{"xdp_redirected": 9, "af_xdp_rx_dropped": 1},
+		Name:         "nic0",
+		Queues:       []ctl.QueueCounters{{RxPackets: 7, RxBytes: 448, Drops: map[string]uint64{"tx_full": 2}}},
+		Kernel:       map[string]uint64{"xdp_redirected": 9, "af_xdp_rx_dropped": 1},
+		LearnRefused: 4,
 	}}
 }
 func (fakeSource) DropReasons() []string  { return []string{"no_rx_buffers", "tx_full"} }
@@ -38,6 +39,7 @@ func TestWrite(t *testing.T) {
 		`xvswitch_kernel_total{port="nic0",counter="af_xdp_rx_dropped"} 1` + "\n" +
 			`xvswitch_kernel_total{port="nic0",counter="xdp_redirected"} 9` + "\n",
 		"# TYPE xvswitch_fdb_entries gauge\nxvswitch_fdb_entries 3\n",
+		"# TYPE xvswitch_fdb_learn_refused_total counter\n" + `xvswitch_fdb_learn_refused_total{port="nic0"} 4` + "\n",
 		`xvswitch_worker_sleeps_total{worker="0"} 5` + "\n" + `xvswitch_worker_sleeps_total{worker="1"} 0` + "\n",
 	} {
 		if !strings.Contains(out, want) {

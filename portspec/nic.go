@@ -11,12 +11,15 @@ const (
 	ModeZeroCopy NICMode = "zerocopy"
 )
 
-// NIC is an AF_XDP port: `IFNAME[,queues=N][,mode=auto|copy|zerocopy][,name=NAME]`.
+// NIC is an AF_XDP port: `IFNAME[,queues=N][,mode=auto|copy|zerocopy][,maxmacs=N][,name=NAME]`.
 type NIC struct {
 	Name   string  `json:"name"`
 	Ifname string  `json:"ifname"`
 	Queues int     `json:"queues,omitempty"` // 0: all of the NIC's queues
 	Mode   NICMode `json:"mode"`
+	// MaxMACs (maxmacs=N) is how many learned MACs the port may hold in
+	// the FDB at once; 0 means the switch's default for a NIC port.
+	MaxMACs int `json:"maxmacs,omitempty"`
 }
 
 // ParseNIC parses a --nic value.
@@ -38,6 +41,10 @@ func ParseNIC(s string) (NIC, error) {
 				n.Mode = m
 			default:
 				return NIC{}, fmt.Errorf("%w: mode=%q: want auto, copy or zerocopy", ErrBadSpec, v)
+			}
+		case "maxmacs":
+			if n.MaxMACs, err = maxMACs(v); err != nil {
+				return NIC{}, err
 			}
 		case "name":
 			n.Name = v

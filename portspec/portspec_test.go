@@ -14,6 +14,9 @@ func TestParseNIC(t *testing.T) {
 	}{
 		{in: "eth0", want: NIC{Name: "eth0", Ifname: "eth0", Mode: ModeAuto}},
 		{in: "eth0,queues=4,mode=copy,name=uplink", want: NIC{Name: "uplink", Ifname: "eth0", Queues: 4, Mode: ModeCopy}},
+		{in: "eth0,maxmacs=4096", want: NIC{Name: "eth0", Ifname: "eth0", Mode: ModeAuto, MaxMACs: 4096}},
+		{in: "eth0,maxmacs=0", bad: true},
+		{in: "eth0,maxmacs=4097", bad: true},
 		{in: "eth0,mode=fast", bad: true},
 		{in: "eth0,queues=0", bad: true},
 		{in: "eth0,color=red", bad: true},
@@ -47,6 +50,45 @@ func TestParseVhost(t *testing.T) {
 		t.Fatalf("group by name: %+v %v", got, err)
 	}
 	for _, bad := range []string{"/x.sock,mac=01:00:5e:00:00:01", "/x.sock,client=yes", "/x.sock,queues=x", "/x.sock,name=", "/x.sock,mode=999", "/x.sock,group=no-such-group-xvs"} {
+		if _, err := ParseVhost(bad); !errors.Is(err, ErrBadSpec) {
+			t.Errorf("%q: err %v, want ErrBadSpec", bad, err)
+		}
+	}
+}
+
+// TestParseVhostPortSecurity: spoof= and maxmacs=. With mac= and no
+// spoof=, source MACs are enforced (AllowSpoof false); the default limit
+// is the switch's (MaxMACs 0).
+func TestParseVhostPortSecurity(t *testing.T) {
+	for _, tc := range []struct {
+		in         string
+		allowSpoof bool
+		maxMACs    int
+	}{
+		{in: "/x.sock,mac=52:54:00:00:00:01"},
+		{in: "/x.sock,mac=52:54:00:00:00:01,spoof=drop"},
+		{in: "/x.sock,mac=52:54:00:00:00:01,spoof=allow", allowSpoof: true},
+		{in: "/x.sock,spoof=allow,mac=52:54:00:00:00:01,maxmacs=8", allowSpoof: true, maxMACs: 8},
+		{in: "/x.sock,maxmacs=1", maxMACs: 1},
+		{in: "/x.sock,maxmacs=4096", maxMACs: 4096},
+	} {
+		got, err := ParseVhost(tc.in)
+		if err != nil || got.AllowSpoof != tc.allowSpoof || got.MaxMACs != tc.maxMACs {
+			t.Errorf("%q: got %+v, %v; want allow_spoof %v, maxmacs %d", tc.in, got, err, tc.allowSpoof, tc.maxMACs)
+		}
+	}
+	for _, bad := range []string{
+		"/x.sock,mac=52:54:00:00:00:01,spoof=yes",
+		"/x.sock,mac=52:54:00:00:00:01,spoof",
+		"/x.sock,spoof=allow", // nothing to check sources against
+		"/x.sock,spoof=drop",
+		"/x.sock,maxmacs=0",
+		"/x.sock,maxmacs=-1",
+		"/x.sock,maxmacs=4097",
+		"/x.sock,maxmacs=many",
+		"/x.sock,maxmacs=",
+		"/x.sock,maxmacs=8,maxmacs=9",
+	} {
 		if _, err := ParseVhost(bad); !errors.Is(err, ErrBadSpec) {
 			t.Errorf("%q: err %v, want ErrBadSpec", bad, err)
 		}

@@ -11,13 +11,21 @@ import (
 )
 
 // Vhost is a vhost-user port:
-// `PATH[,client][,queues=N][,mac=MAC][,name=NAME][,mode=OCTAL][,group=NAME|GID]`.
+// `PATH[,client][,queues=N][,mac=MAC][,spoof=allow|drop][,maxmacs=N][,name=NAME][,mode=OCTAL][,group=NAME|GID]`.
 type Vhost struct {
 	Name   string `json:"name"`
 	Path   string `json:"path"`
 	Client bool   `json:"client,omitempty"` // xvswitch connects (QEMU server=on)
 	Queues int    `json:"queues"`           // queue pairs, default 1
 	MAC    string `json:"mac,omitempty"`    // the guest's MAC, if known
+	// AllowSpoof (spoof=allow) lets a guest with a configured MAC send
+	// from other source MACs too (a guest that bridges or changes its
+	// MAC). By default, with mac=, frames from any other source are
+	// dropped: the zero value is the secure one.
+	AllowSpoof bool `json:"allow_spoof,omitempty"`
+	// MaxMACs (maxmacs=N) is how many learned MACs the port may hold in
+	// the FDB at once; 0 means the switch's default for a VM port.
+	MaxMACs int `json:"maxmacs,omitempty"`
 	// Mode and GID are the socket file's permissions and group in server
 	// mode (default 0660 and root's group), e.g. group=kvm for QEMU
 	// running as an unprivileged user.
@@ -34,6 +42,7 @@ func ParseVhost(s string) (Vhost, error) {
 	}
 	base := filepath.Base(head)
 	v := Vhost{Path: head, Queues: 1, Name: strings.TrimSuffix(base, filepath.Ext(base))}
+	spoofSet := false
 	for k, val := range opts {
 		switch k {
 		case "client":
@@ -51,6 +60,15 @@ func ParseVhost(s string) (Vhost, error) {
 				return Vhost{}, fmt.Errorf("%w: mac=%q: want a unicast Ethernet address", ErrBadSpec, val)
 			}
 			v.MAC = hw.String()
+		case "spoof":
+			if v.AllowSpoof, err = allowSpoof(val); err != nil {
+				return Vhost{}, err
+			}
+			spoofSet = true
+		case "maxmacs":
+			if v.MaxMACs, err = maxMACs(val); err != nil {
+				return Vhost{}, err
+			}
 		case "name":
 			v.Name = val
 		case "mode":
@@ -75,6 +93,11 @@ func ParseVhost(s string) (Vhost, error) {
 	}
 	if v.Name == "" {
 		return Vhost{}, fmt.Errorf("%w: --vhost %q: empty name", ErrBadSpec, s)
+	}
+	// Source MACs are checked against mac=; without one, spoof= would
+	// promise a check that cannot happen.
+	if spoofSet && v.MAC == "" {
+		return Vhost{}, fmt.Errorf("%w: --vhost %q: spoof= needs mac=", ErrBadSpec, s)
 	}
 	return v, nil
 }

@@ -26,6 +26,9 @@ type FDB struct {
 	live  atomic.Int64
 	full  atomic.Uint64 // learn attempts refused because the table is full
 	clock *Clock
+	// limits is each port's share of the table, by port index (SetLimit,
+	// fdblimit.go); nil where a port has no limit.
+	limits atomic.Pointer[[]*portMACs]
 	// changed, if set, is called (under mu) when a MAC is added or moves,
 	// so the control plane can update the NICs' MAC steering at once
 	// instead of at its next tick. It must not block.
@@ -46,6 +49,9 @@ const (
 	// MaxPorts bounds port indexes an FDB entry can hold.
 	MaxPorts = portMask - 1
 )
+
+// entryPort is the port index an entry holds.
+func entryPort(e uint64) int { return int(e>>portShift&portMask) - 1 }
 
 // ErrFDBFull means the table has no room for another MAC.
 var ErrFDBFull = errors.New("vswitch: fdb table full")
@@ -124,7 +130,8 @@ func (f *FDB) Lookup(k uint64) int {
 
 // Learn records that source MAC k was seen on port. The common case (k
 // known on that port, seen this second already) is two loads. It does not
-// learn group addresses or the zero MAC.
+// learn group addresses or the zero MAC, nor a new MAC on a port that
+// holds its limit of them (that is counted, LearnRefused).
 func (f *FDB) Learn(k uint64, port int) {
 	if k&(1<<40) != 0 || k == 0 { // multicast/broadcast bit of the first octet, or 00:00:..
 		return
@@ -132,12 +139,16 @@ func (f *FDB) Learn(k uint64, port int) {
 	s := f.slot(k)
 	if s >= 0 {
 		e := f.entries[s].Load()
-		if int(e>>portShift&portMask)-1 == port || e&entryStatic != 0 {
+		if entryPort(e) == port || e&entryStatic != 0 {
 			if now := f.clock.Now(); f.seen[s].Load() != now {
 				f.seen[s].Store(now)
 			}
 			return
 		}
+	}
+	if l := f.limit(port); l.full() {
+		l.refused.Add(1)
+		return
 	}
 	_ = f.put(k, port, false)
 }
@@ -152,10 +163,24 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// A learned entry counts against its port's limit: a new one, or one
+	// moving in from another port, must fit (checked again here because
+	// two workers may poll queues of one port).
+	l := f.limit(port)
 	if s := f.slot(k); s >= 0 {
 		old := f.entries[s].Load()
 		if old&entryStatic != 0 && !static {
 			return nil
+		}
+		if !static && entryPort(old) != port && l.full() {
+			l.refused.Add(1)
+			return ErrPortMACLimit
+		}
+		if old&entryStatic == 0 {
+			f.countLearned(entryPort(old), -1)
+		}
+		if !static {
+			f.countLearned(port, 1)
 		}
 		f.entries[s].Store(e)
 		f.seen[s].Store(f.clock.Now())
@@ -163,6 +188,10 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 			f.changed()
 		}
 		return nil
+	}
+	if !static && l.full() {
+		l.refused.Add(1)
+		return ErrPortMACLimit
 	}
 	if f.used+1 > len(f.entries)/2 {
 		f.full.Add(1)
@@ -178,6 +207,9 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 			f.seen[i].Store(f.clock.Now())
 			f.entries[i].Store(e)
 			f.live.Add(1)
+			if !static {
+				f.countLearned(port, 1)
+			}
 			if f.changed != nil {
 				f.changed()
 			}
@@ -192,15 +224,24 @@ func (f *FDB) Delete(k uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s := f.slot(k); s >= 0 {
-		f.entries[s].Store(entryTombstone)
-		f.live.Add(-1)
+		f.removeLocked(s)
+	}
+}
+
+// removeLocked makes slot s a tombstone. Called under mu.
+func (f *FDB) removeLocked(s int) {
+	e := f.entries[s].Load()
+	f.entries[s].Store(entryTombstone)
+	f.live.Add(-1)
+	if e&entryStatic == 0 {
+		f.countLearned(entryPort(e), -1)
 	}
 }
 
 // FlushPort removes every learned entry of port (the port went away);
 // static entries of the port go too.
 func (f *FDB) FlushPort(port int) int {
-	return f.sweep(func(e uint64, _ uint32) bool { return int(e>>portShift&portMask)-1 == port })
+	return f.sweep(func(e uint64, _ uint32) bool { return entryPort(e) == port })
 }
 
 // Age removes learned entries not seen for maxAge seconds and returns how
@@ -220,8 +261,7 @@ func (f *FDB) sweep(drop func(e uint64, seen uint32) bool) int {
 			continue
 		}
 		if drop(e, f.seen[i].Load()) {
-			f.entries[i].Store(entryTombstone)
-			f.live.Add(-1)
+			f.removeLocked(i)
 			n++
 		}
 	}

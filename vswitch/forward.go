@@ -26,8 +26,8 @@ type forwarder struct {
 
 // forward moves one burst from in to its destinations and returns how many
 // frames it received. Each frame is forwarded or counted as a drop: at
-// ingress (malformed, hairpin, no destination) on in's counters, at egress
-// by the output queue.
+// ingress (malformed, spoofed source, hairpin, no destination) on in's
+// counters, at egress by the output queue.
 func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 	rc := &w.rc
 	n, err := in.q.Receive(&w.fb, rc)
@@ -44,6 +44,7 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 	clear(masks)
 	var flood Mask
 	peer := int(src.peer.Load()) - 1
+	ownMAC, srcCheck := src.mac, src.srcCheck
 	for i := 0; i < n; i++ {
 		f := &w.fb.f[i]
 		rc.packets++
@@ -54,11 +55,18 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 			rc.Drop(DropMalformed)
 			continue
 		}
+		// Port security before anything else, cross-connects included: a
+		// guest with a configured MAC sends only from it.
+		sk := MACKey(h[6:12])
+		if (sk^ownMAC)&srcCheck != 0 {
+			rc.Drop(DropSpoofed)
+			continue
+		}
 		if peer >= 0 {
 			masks[peer] |= bit
 			continue
 		}
-		w.fdb.Learn(MACKey(h[6:12]), src.idx)
+		w.fdb.Learn(sk, src.idx)
 		if dst := MACKey(h[0:6]); dst&groupBit == 0 {
 			if p := w.fdb.Lookup(dst); p >= 0 && p < len(ports) && ports[p] != nil {
 				if p == src.idx {

@@ -51,7 +51,9 @@ func (s *Switch) Stats() []ctl.PortCounters {
 	var out []ctl.PortCounters
 	for _, p := range s.ports {
 		if p != nil {
-			out = append(out, p.counters())
+			pc := p.counters()
+			pc.LearnRefused = s.fdb.LearnRefused(p.idx)
+			out = append(out, pc)
 		}
 	}
 	return out

@@ -56,7 +56,7 @@ func (s *Switch) AddNIC(spec portspec.NIC) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.addPort(spec.Name, drv, 0); err != nil {
+	if _, err := s.addSecuredPort(spec.Name, drv, security{maxMACs: orDefault(spec.MaxMACs, DefaultNICMaxMACs)}); err != nil {
 		drv.Close()
 		return err
 	}

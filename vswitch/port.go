@@ -20,6 +20,10 @@ type port struct {
 	peer atomic.Int32
 	// mac is a MAC configured for the port (a VM's), 0 if none.
 	mac uint64
+	// srcCheck selects the bits of a frame's source MAC that must equal
+	// mac: all of them when the port may send only from it, else none
+	// (security.srcCheck).
+	srcCheck uint64
 }
 
 // ingress is a polled queue with its counters.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/xvswitch/xvswitch/portspec"
 )
 
 // ErrNoPort means a named port does not exist.
@@ -46,7 +48,7 @@ func New(cfg Config) (*Switch, error) {
 		cfg.IdleAfter = DefaultIdleAfter
 	}
 	s := &Switch{cfg: cfg, byName: map[string]*port{}, start: time.Now(), fdbChanged: make(chan struct{}, 1)}
-	s.fdb = NewFDB(4096, &s.clock)
+	s.fdb = NewFDB(portspec.FDBSize, &s.clock)
 	s.fdb.changed = func() {
 		select {
 		case s.fdbChanged <- struct{}{}:
@@ -112,14 +114,20 @@ func (s *Switch) publish() {
 
 // AddPort adds a port of a kind the switch does not build itself (the
 // benchmark generator, tests) under name; mac, if not 0, is a MAC
-// configured behind it (a static FDB entry).
+// configured behind it (a static FDB entry). It may learn DefaultMaxMACs
+// others and send from any.
 func (s *Switch) AddPort(name string, drv PortDriver, mac uint64) error {
 	_, err := s.addPort(name, drv, mac)
 	return err
 }
 
-// addPort adds a port running drv.
+// addPort adds a port running drv with AddPort's security.
 func (s *Switch) addPort(name string, drv PortDriver, mac uint64) (*port, error) {
+	return s.addSecuredPort(name, drv, security{mac: mac, maxMACs: DefaultMaxMACs})
+}
+
+// addSecuredPort adds a port running drv with limits sec.
+func (s *Switch) addSecuredPort(name string, drv PortDriver, sec security) (*port, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.byName[name]; dup {
@@ -136,12 +144,13 @@ func (s *Switch) addPort(name string, drv PortDriver, mac uint64) (*port, error)
 		return nil, fmt.Errorf("%w (max %d)", ErrTooManyPorts, MaxPorts)
 	}
 	p := newPort(idx, name, drv)
-	p.mac = mac
-	if mac != 0 {
-		if err := s.fdb.AddStatic(mac, idx); err != nil {
+	p.mac, p.srcCheck = sec.mac, sec.srcCheck()
+	if sec.mac != 0 {
+		if err := s.fdb.AddStatic(sec.mac, idx); err != nil {
 			return nil, fmt.Errorf("vswitch: port %q: %w", name, err)
 		}
 	}
+	s.fdb.SetLimit(idx, sec.maxMACs)
 	if idx == len(s.ports) {
 		s.ports = append(s.ports, p)
 	} else {

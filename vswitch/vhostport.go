@@ -77,7 +77,8 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		p.fromGuest = append(p.fromGuest, &vhostFromGuest{q: dev.TxQueue(i)})
 		p.toGuest = append(p.toGuest, &vhostToGuest{q: dev.RxQueue(i)})
 	}
-	if _, err := s.addPort(spec.Name, p, key); err != nil {
+	sec := security{mac: key, maxMACs: orDefault(spec.MaxMACs, DefaultMaxMACs), ownSource: !spec.AllowSpoof}
+	if _, err := s.addSecuredPort(spec.Name, p, sec); err != nil {
 		dev.Close()
 		return err
 	}

@@ -29,8 +29,17 @@ type guest struct {
 // o, and waits until the port is ready.
 func addGuest(t *testing.T, s *Switch, name string, mac uint64, o vhosttest.Options) *guest {
 	t.Helper()
+	return addGuestSpec(t, s, portspec.Vhost{Name: name, MAC: MACString(mac)}, mac, o)
+}
+
+// addGuestSpec is addGuest for a port built from spec (its Path and Queues
+// filled in here) whose guest sends from mac, configured or not.
+func addGuestSpec(t *testing.T, s *Switch, spec portspec.Vhost, mac uint64, o vhosttest.Options) *guest {
+	t.Helper()
+	name := spec.Name
 	path := filepath.Join(t.TempDir(), name+".sock")
-	if err := s.AddVhost(portspec.Vhost{Name: name, Path: path, Queues: max(o.QueuePairs, 1), MAC: MACString(mac)}); err != nil {
+	spec.Path, spec.Queues = path, max(o.QueuePairs, 1)
+	if err := s.AddVhost(spec); err != nil {
 		t.Fatal(err)
 	}
 	g := &guest{name: name, path: path, mac: mac, fe: vhosttest.Dial(t, path)}

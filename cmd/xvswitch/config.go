@@ -36,8 +36,8 @@ func (r repeated) String() string     { return "" }
 func (r repeated) Set(s string) error { return r(s) }
 
 func (r *runFlags) register(fs *flag.FlagSet) {
-	fs.Var(repeated(r.addNIC), "nic", "an AF_XDP port: IFNAME[,queues=N][,mode=auto|copy|zerocopy][,name=NAME] (repeats)")
-	fs.Var(repeated(r.addVhost), "vhost", "a vhost-user port: PATH[,client][,queues=N][,mac=MAC][,name=NAME][,mode=0660][,group=kvm] (repeats)")
+	fs.Var(repeated(r.addNIC), "nic", "an AF_XDP port: IFNAME[,queues=N][,mode=auto|copy|zerocopy][,maxmacs=N][,name=NAME] (repeats)")
+	fs.Var(repeated(r.addVhost), "vhost", "a vhost-user port: PATH[,client][,queues=N][,mac=MAC][,spoof=allow][,maxmacs=N][,name=NAME][,mode=0660][,group=kvm] (repeats)")
 	fs.Var(repeated(r.addGen), "gen", "benchmarks only: a frame generator port sending as fast as it is polled: NAME,size=N,dst=MAC[,src=MAC] (repeats)")
 	fs.Var(repeated(r.addXConnect), "xconnect", "cross-connect two ports: NAME=NAME (repeats)")
 	fs.StringVar(&r.cfg.Ctl, "ctl", ctl.DefaultPath, "control socket path")

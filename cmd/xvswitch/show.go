@@ -49,6 +49,10 @@ func printShow(w io.Writer, what string, resp ctl.Response, asJSON bool) error {
 			if len(p.Kernel) > 0 {
 				fmt.Fprintf(tw, "\tkernel\t\t\t\t\t%s\n", drops(p.Kernel))
 			}
+			if p.LearnRefused > 0 {
+				// Not drops: the frames went on, their sources unlearned.
+				fmt.Fprintf(tw, "\tfdb\t\t\t\t\tlearn_refused=%d\n", p.LearnRefused)
+			}
 			if len(p.Queues) > 1 {
 				for _, q := range p.Queues {
 					fmt.Fprintf(tw, "\t%d\t%d\t%d\t%d\t%d\t%s\n", q.Queue, q.RxPackets, q.RxBytes, q.TxPackets, q.TxBytes, drops(q.Drops))
