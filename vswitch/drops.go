@@ -16,6 +16,7 @@ const (
 	DropRingBroken              // the guest broke its ring; the device is marked broken
 	DropHairpin                 // the destination is the port the frame came in on
 	DropNoDest                  // no other port to send it to (a one-port switch, a dangling cross-connect)
+	DropMemoryFault             // touching guest memory faulted mid-copy (its front-end truncated it); that guest is broken
 	NumDrops
 )
 
@@ -29,6 +30,7 @@ var dropNames = [NumDrops]string{
 	DropRingBroken:  "ring_broken",
 	DropHairpin:     "hairpin",
 	DropNoDest:      "no_destination",
+	DropMemoryFault: "memory_fault",
 }
 
 // String is the reason's name in `show stats` and the metrics.
