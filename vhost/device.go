@@ -46,6 +46,11 @@ type Config struct {
 	// DisableFeatures removes virtio feature bits from the offer (for
 	// example 1<<virtq.FeatureRingPacked to force the split ring).
 	DisableFeatures uint64
+	// MaxMemory bounds the address space the guest's memory table may
+	// take: the sum of its regions' mappings, each rounded out to whole
+	// pages (huge pages on hugetlbfs). A table or ADD_MEM_REG that needs
+	// more is refused and the device broken. Default DefaultMaxMemory.
+	MaxMemory uint64
 
 	// OnEvent, if set, receives the device's lifecycle events. It is
 	// called from the device's control goroutine, one event at a time; it
@@ -123,6 +128,9 @@ func Open(cfg Config) (*Device, error) {
 		if cfg.ReconnectMax < cfg.ReconnectMin {
 			cfg.ReconnectMax = cfg.ReconnectMin
 		}
+	}
+	if cfg.MaxMemory == 0 {
+		cfg.MaxMemory = DefaultMaxMemory
 	}
 	if cfg.newRing == nil {
 		cfg.newRing = defaultRing

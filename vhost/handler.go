@@ -271,9 +271,11 @@ func (d *Device) setMemTable(s *session, m *message) error {
 	if len(m.fds) != len(descs) {
 		return fmt.Errorf("%w: SET_MEM_TABLE with %d regions and %d fds", ErrBadFDs, len(descs), len(m.fds))
 	}
+	// The new table gets the whole MaxMemory: it replaces the old one,
+	// which stays mapped only until the rings have moved over.
 	maps := make([]*mapping, 0, len(descs))
 	for _, rd := range descs {
-		mp, err := mapRegion(m.takeFD(), rd)
+		mp, err := mapRegion(m.takeFD(), rd, d.cfg.MaxMemory-mapped(maps))
 		if err != nil {
 			unmapAll(maps)
 			return err
@@ -295,7 +297,7 @@ func (d *Device) addMemReg(s *session, m *message) error {
 		closeFD(m.takeFD())
 		return fmt.Errorf("%w: all %d memory slots used", ErrBadMemTable, maxMemSlots)
 	}
-	mp, err := mapRegion(m.takeFD(), rd)
+	mp, err := mapRegion(m.takeFD(), rd, d.cfg.MaxMemory-mapped(s.maps))
 	if err != nil {
 		return err
 	}

@@ -9,22 +9,42 @@ import (
 	"github.com/xvswitch/xvswitch/guestmem"
 )
 
+// DefaultMaxMemory is Config.MaxMemory's default: 1 TiB of address space
+// for one device's guest memory. Mappings are MAP_NORESERVE, so the limit
+// guards address space, not RAM: a sparse memfd makes a region of any size
+// free to offer, and x86-64 user space has 128 TiB (47 bits) for every
+// device and the Go heap together. 1 TiB is more than the guests a
+// vhost-user switch serves (QEMU VMs up to hundreds of GiB) and still lets
+// a hundred devices map their limit; a larger guest needs a larger
+// MaxMemory.
+const DefaultMaxMemory = 1 << 40
+
+// maxHugePage bounds the page size hugetlbfs may report (1 GiB pages are
+// the largest on x86-64 and arm64 with 4 KiB base pages).
+const maxHugePage = 1 << 30
+
 // mapping is one guest memory region mapped into this process.
 type mapping struct {
 	desc regionDesc
-	raw  []byte // the whole mmap, from file offset 0
-	host []byte // raw[mmapOffset : mmapOffset+size]
+	raw  []byte // the whole mmap: whole (huge) pages of the file around the region
+	host []byte // the region itself: file bytes [mmapOffset, mmapOffset+size)
 }
 
-// mapRegion maps the region's fd MAP_SHARED. The fd is always closed: the
-// mapping keeps the memory alive, and the fd has no further use.
-func mapRegion(fd int, d regionDesc) (*mapping, error) {
+// mapRegion maps the region's fd MAP_SHARED: the file's whole pages that
+// hold the region, nothing before or after them, one contiguous range
+// starting on a page (a huge page on hugetlbfs), as AF_XDP needs of a
+// UMEM (docs/guest-memory.md). budget is the address space the device may
+// still map (Config.MaxMemory less the rest of its table); a region that
+// needs more is refused before anything is mapped. The fd is always
+// closed: the mapping keeps the memory alive, and the fd has no further
+// use.
+func mapRegion(fd int, d regionDesc, budget uint64) (*mapping, error) {
 	defer unix.Close(fd)
 	if d.size == 0 {
 		return nil, fmt.Errorf("%w: empty region (%v)", ErrBadMemTable, d)
 	}
 	end := d.mmapOffset + d.size
-	if end < d.size || end > math.MaxInt64/2 {
+	if end < d.size || end > math.MaxInt64 {
 		return nil, fmt.Errorf("%w: region overflows (%v)", ErrBadMemTable, d)
 	}
 	var st unix.Stat_t
@@ -36,17 +56,50 @@ func mapRegion(fd int, d regionDesc) (*mapping, error) {
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Size) < end {
 		return nil, fmt.Errorf("%w: region ends at %#x but its file has %#x bytes (%v)", ErrBadMemTable, end, st.Size, d)
 	}
-	length := end
-	// hugetlbfs files must be mapped in whole huge pages; their block size
-	// says how big those are.
-	if bs := uint64(st.Blksize); bs > 0 && bs&(bs-1) == 0 {
-		length = (length + bs - 1) &^ (bs - 1)
+	align, err := mapAlign(fd)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v (%v)", ErrBadMemTable, err, d)
 	}
-	raw, err := unix.Mmap(fd, 0, int(length), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
+	// end <= MaxInt64 and align <= 1 GiB: neither sum overflows.
+	start := d.mmapOffset &^ (align - 1)
+	length := (end+align-1)&^(align-1) - start
+	if length > budget {
+		return nil, fmt.Errorf("%w: region needs %d bytes of address space, the device's MaxMemory leaves %d (%v)", ErrBadMemTable, length, budget, d)
+	}
+	raw, err := unix.Mmap(fd, int64(start), int(length), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
 	if err != nil {
 		return nil, fmt.Errorf("%w: mmap %d bytes: %v (%v)", ErrBadMemTable, length, err, d)
 	}
-	return &mapping{desc: d, raw: raw, host: raw[d.mmapOffset:end:end]}, nil
+	head := d.mmapOffset - start
+	return &mapping{desc: d, raw: raw, host: raw[head : head+d.size : head+d.size]}, nil
+}
+
+// mapAlign is the granularity fd can be mapped at: the huge page size on
+// hugetlbfs, where mmap refuses an offset that is not a multiple of it
+// (EINVAL), and the page size anywhere else.
+func mapAlign(fd int) (uint64, error) {
+	pg := uint64(unix.Getpagesize())
+	var sf unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sf); err != nil {
+		return 0, fmt.Errorf("fstatfs region fd: %v", err)
+	}
+	if sf.Type != unix.HUGETLBFS_MAGIC {
+		return pg, nil
+	}
+	bs := uint64(sf.Bsize)
+	if bs < pg || bs > maxHugePage || bs&(bs-1) != 0 {
+		return 0, fmt.Errorf("hugetlbfs reports a page size of %d", sf.Bsize)
+	}
+	return bs, nil
+}
+
+// mapped is the address space maps take.
+func mapped(maps []*mapping) uint64 {
+	var n uint64
+	for _, m := range maps {
+		n += uint64(len(m.raw))
+	}
+	return n
 }
 
 func (m *mapping) unmap() {

@@ -21,6 +21,12 @@ const (
 	DropRingBroken
 	// DropQueueStopped: the queue has no ring (stopped or not started).
 	DropQueueStopped
+	// DropMemoryFault: touching memory faulted while the frame was being
+	// copied into the guest (a front-end truncated the file behind this
+	// guest's buffers or behind the frame's source); the worker recovered
+	// and broke the guest whose memory it was. It also counts the frames of
+	// the same Deliver after the interrupted one.
+	DropMemoryFault
 
 	// NumDropReasons sizes arrays indexed by DropReason.
 	NumDropReasons
@@ -33,6 +39,7 @@ var dropNames = [NumDropReasons]string{
 	DropGuestBufferTooSmall: "guest_buffer_too_small",
 	DropRingBroken:          "ring_broken",
 	DropQueueStopped:        "queue_stopped",
+	DropMemoryFault:         "memory_fault",
 }
 
 // String returns the reason's name as stats and logs show it.

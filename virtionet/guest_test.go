@@ -72,6 +72,12 @@ func newGuest(t testing.TB, kind ringKind, size uint16, ringFeatures uint64) *gu
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
+	return newGuestOn(t, m, kind, size, ringFeatures)
+}
+
+// newGuestOn is newGuest over memory m, whose region 0 holds the ring.
+func newGuestOn(t testing.TB, m *drivertest.Mem, kind ringKind, size uint16, ringFeatures uint64) *guest {
+	t.Helper()
 	g := &guest{t: t, kind: kind, m: m, chains: map[uint16][]buf{}, free: map[uint32][]uint64{}}
 	f := ringFeatures | featV1
 	switch kind {

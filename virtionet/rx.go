@@ -30,6 +30,10 @@ const maxPops = 2*virtq.MaxBurst + 2
 // what a burst did not use (in the first of two bursts it owns) for the
 // next one. Flush hands such leftovers back before the ring is stopped.
 //
+// A frame's buffers are staged as used only once all of them are written,
+// so a memory fault that unwinds Deliver mid-copy (see unwind) leaves no
+// part of the frame among the used entries, only its buffers still held.
+//
 // An RxQueue is owned by one worker; see the package doc.
 type RxQueue struct {
 	queueBase
@@ -49,7 +53,13 @@ type RxQueue struct {
 	stagedFrames int // frames whose used entries are staged, not pushed
 	stagedBytes  int
 	delivered    int  // frames pushed during this Deliver
-	pushed       bool // something was pushed during this burst
+	pushed       bool // something was pushed and the guest not yet notified
+
+	// busy is set while Deliver runs, unplaced the frames of its Frames
+	// not yet staged or counted: if a memory fault unwinds Deliver, unwind
+	// finds them set and accounts for the interrupted burst.
+	busy     bool
+	unplaced int
 
 	hdr [HeaderLen]byte // zero except num_buffers: we offer no offloads
 	src source
@@ -87,8 +97,10 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 	q.drained = false
 	q.pops = 0
 	q.delivered = 0
-	q.pushed = false
+	q.busy = true
+	defer q.unwind()
 	for i := 0; i < f.n; i++ {
+		q.unplaced = f.n - i
 		if f.lens[i] > q.maxFrame {
 			q.ctr.drop(DropTooLong, 1)
 			continue
@@ -108,15 +120,43 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 			q.ctr.drop(why, 1)
 		}
 	}
+	q.unplaced = 0
 	if !q.pushUsed() {
 		q.abort(0)
 		return q.delivered, q.err
 	}
 	if q.pushed {
 		q.notify()
+		q.pushed = false
 	}
+	q.busy = false
 	q.ctr.publish()
 	return q.delivered, nil
+}
+
+// unwind runs as Deliver returns. The switch's workers run with
+// debug.SetPanicOnFault, so a memory fault (a front-end truncated the
+// memfd behind this guest's buffers, or behind the frame being copied)
+// unwinds Deliver from the middle of a copy, and only a deferred call sees
+// it. The frame being copied was not staged (placeOne and placeMerged
+// stage a frame only once it is written whole), so nothing of it can reach
+// the used ring; it and the frames after it count as memory_fault drops.
+// The frames staged before it are whole in the guest's buffers and count
+// as delivered now: the next Push publishes them (the next Deliver's, or
+// Flush's when the ring is stopped), inside a burst the switch voided
+// with the fault, so none is counted in a later burst. The queue is left
+// usable: the fault may have been another guest's, and if it was this
+// guest's, vhost breaks the device. unwind touches no guest memory.
+func (q *RxQueue) unwind() {
+	if !q.busy {
+		return
+	}
+	q.busy = false
+	q.ctr.drop(DropMemoryFault, q.unplaced)
+	q.unplaced = 0
+	q.ctr.pass(q.stagedFrames, q.stagedBytes)
+	q.stagedFrames, q.stagedBytes = 0, 0
+	q.ctr.publish()
 }
 
 // placeOne puts frame i into the next buffer, as one buffer must hold it
@@ -187,12 +227,17 @@ func (q *RxQueue) placeMerged(f *Frames, i int) (bool, DropReason) {
 	}
 	q.setNumBuffers(k)
 	q.src.start(q.hdr[:q.hdrLen], f.segs[i])
+	// Write every buffer before staging any: a fault mid-copy must not
+	// leave the frame's first buffers staged behind a num_buffers that
+	// counts the rest (see unwind).
 	for j := 0; j < k; j++ {
-		b, ci := q.chainAt(0)
+		b, ci := q.chainAt(j)
 		c := &b.Chains[ci]
 		w := q.src.writeTo(b.Writable(ci), int(c.WriteLen))
-		q.stage(c, uint32(w))
+		q.used[q.nused+j] = virtq.Used{ID: c.ID, Descs: c.Descs, Len: uint32(w)}
 	}
+	q.nused += k
+	q.letGo(k)
 	q.stagedFrames++
 	q.stagedBytes += f.lens[i]
 	return true, 0
@@ -219,11 +264,19 @@ func (q *RxQueue) chainAt(k int) (*virtq.Burst, int) {
 func (q *RxQueue) stage(c *virtq.Chain, n uint32) {
 	q.used[q.nused] = virtq.Used{ID: c.ID, Descs: c.Descs, Len: n}
 	q.nused++
-	q.next++
-	if q.next == q.bursts[q.cur].N {
-		q.bursts[q.cur].Reset()
-		q.cur ^= 1
-		q.next = 0
+	q.letGo(1)
+}
+
+// letGo stops holding the n oldest held chains (their used entries are
+// staged).
+func (q *RxQueue) letGo(n int) {
+	for ; n > 0; n-- {
+		q.next++
+		if q.next == q.bursts[q.cur].N {
+			q.bursts[q.cur].Reset()
+			q.cur ^= 1
+			q.next = 0
+		}
 	}
 }
 
@@ -311,6 +364,7 @@ func (q *RxQueue) pushUsed() bool {
 // staged but not pushed and the rest frames not yet placed are lost.
 func (q *RxQueue) abort(rest int) {
 	q.ctr.drop(DropRingBroken, q.stagedFrames+rest)
+	q.busy, q.unplaced = false, 0
 	q.stagedFrames, q.stagedBytes = 0, 0
 	q.nused = 0
 	q.forget()
@@ -325,7 +379,8 @@ func (q *RxQueue) forget() {
 }
 
 // Held is how many receive buffers the queue holds over from earlier
-// bursts (popped, not yet used). Always 0 without MRG_RXBUF.
+// bursts (popped, not yet used). Always 0 without MRG_RXBUF, unless a
+// memory fault interrupted a Deliver (the frame's buffer stays held).
 func (q *RxQueue) Held() int { return q.avail() }
 
 // Flush gives the held buffers back to the guest unused (length 0) and
@@ -340,7 +395,6 @@ func (q *RxQueue) Flush() error {
 	if q.ring == nil {
 		return nil
 	}
-	q.pushed = false
 	for q.avail() > 0 {
 		if q.nused == usedCap && !q.pushUsed() {
 			q.abort(0)
@@ -355,6 +409,7 @@ func (q *RxQueue) Flush() error {
 	}
 	if q.pushed {
 		q.notify()
+		q.pushed = false
 	}
 	q.ctr.publish()
 	return nil
@@ -369,5 +424,6 @@ func (q *RxQueue) Reset(ring virtq.Ring) {
 	q.err = nil
 	q.nused = 0
 	q.stagedFrames, q.stagedBytes = 0, 0
+	q.pushed, q.busy, q.unplaced = false, false, 0
 	q.forget()
 }

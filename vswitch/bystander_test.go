@@ -65,12 +65,18 @@ func openFDs(t *testing.T) int {
 // rssKiB is the process's resident set size.
 func rssKiB(t *testing.T) int {
 	t.Helper()
+	return statusKiB(t, "VmRSS:")
+}
+
+// statusKiB is a size field of /proc/self/status (VmRSS:, VmSize:), in KiB.
+func statusKiB(t *testing.T, field string) int {
+	t.Helper()
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			if err != nil {
 				t.Fatal(err)
@@ -78,7 +84,7 @@ func rssKiB(t *testing.T) int {
 			return n
 		}
 	}
-	t.Fatal("no VmRSS in /proc/self/status")
+	t.Fatalf("no %s in /proc/self/status", field)
 	return 0
 }
 

@@ -17,6 +17,7 @@ const (
 	DropHairpin                 // the destination is the port the frame came in on
 	DropNoDest                  // no other port to send it to (a one-port switch, a dangling cross-connect)
 	DropSpoofed                 // its source MAC is not the one configured for the port it came in on
+	DropMemoryFault             // touching guest memory faulted mid-copy (its front-end truncated it); that guest is broken
 	NumDrops
 )
 
@@ -31,6 +32,7 @@ var dropNames = [NumDrops]string{
 	DropHairpin:     "hairpin",
 	DropNoDest:      "no_destination",
 	DropSpoofed:     "spoofed_source",
+	DropMemoryFault: "memory_fault",
 }
 
 // String is the reason's name in `show stats` and the metrics.

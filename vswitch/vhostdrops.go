@@ -28,4 +28,5 @@ var virtioDrop = [virtionet.NumDropReasons]Drop{
 	virtionet.DropGuestBufferTooSmall: DropBufferSmall,
 	virtionet.DropRingBroken:          DropRingBroken,
 	virtionet.DropQueueStopped:        DropPortDown,
+	virtionet.DropMemoryFault:         DropMemoryFault,
 }

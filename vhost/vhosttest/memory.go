@@ -24,9 +24,10 @@ const defaultBufSize = 2048
 // back them (sent with SET_MEM_TABLE), and the pool of frame buffers Send
 // and PostRx take from region bufRegion.
 type guest struct {
-	mem  *drivertest.Mem
-	fds  []int
-	dead error // ErrTruncated or ErrFreed: do not touch mem
+	mem    *drivertest.Mem
+	fds    []int
+	offset uint64 // of every region in its memfd (Options.MmapOffset)
+	dead   error  // ErrTruncated or ErrFreed: do not touch mem
 
 	bufRegion int
 	bufSize   int
@@ -56,11 +57,15 @@ func (f *FrontEnd) NewMemory(sizes ...uint64) {
 	if f.g != nil {
 		f.t.Fatal("vhosttest: the front-end already has guest memory")
 	}
-	m, fds, err := drivertest.NewSharedMem(sizes...)
+	var off uint64
+	if f.opts != nil {
+		off = f.opts.MmapOffset
+	}
+	m, fds, err := drivertest.NewSharedMemAt(off, sizes...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.g = &guest{mem: m, fds: fds, bufRegion: min(1, len(sizes)-1), bufSize: defaultBufSize}
+	f.g = &guest{mem: m, fds: fds, offset: off, bufRegion: min(1, len(sizes)-1), bufSize: defaultBufSize}
 }
 
 // SetMemTable sends the memory table (SET_MEM_TABLE with every region's
@@ -88,11 +93,11 @@ func (f *FrontEnd) Mem() *drivertest.Mem {
 }
 
 // Regions describes the guest memory regions as the memory table does
-// (each mapped from offset 0 of its memfd).
+// (each at offset Options.MmapOffset of its memfd, 0 by default).
 func (f *FrontEnd) Regions() []Region {
 	var rs []Region
 	for _, r := range f.g.mem.Regions {
-		rs = append(rs, Region{GuestAddr: r.GuestAddr, Size: r.Size, UserAddr: r.UserAddr})
+		rs = append(rs, Region{GuestAddr: r.GuestAddr, Size: r.Size, UserAddr: r.UserAddr, MmapOffset: f.g.offset})
 	}
 	return rs
 }

@@ -36,6 +36,11 @@ type Options struct {
 	// BufSize is the size of each buffer Send and PostRx use (default
 	// 2048: a 1514-byte frame and its header).
 	BufSize int
+	// MmapOffset places every region at this offset of its memfd (the
+	// file is sparse before it), as QEMU places the regions of a memory
+	// backend after the first; it need not be page aligned. The memory
+	// table says so in each region's mmap_offset.
+	MmapOffset uint64
 }
 
 func (o Options) withDefaults() Options {

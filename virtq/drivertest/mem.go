@@ -16,6 +16,9 @@ type Mem struct {
 	*guestmem.Memory
 	Regions []guestmem.Region
 	next    []uint64 // bump allocator per region: next free guest address
+	// maps are the mappings to unmap when a region's Host does not start
+	// one (NewSharedMemAt); nil: each Host is its own mapping.
+	maps [][]byte
 }
 
 // UserOffset is added to a guest address to get its front-end address.
@@ -60,6 +63,12 @@ func NewAdjacentMem(size uint64) (*Mem, error) {
 
 // Close unmaps the regions.
 func (m *Mem) Close() {
+	if m.maps != nil {
+		for _, b := range m.maps {
+			_ = unix.Munmap(b)
+		}
+		return
+	}
 	for _, r := range m.Regions {
 		_ = unix.Munmap(r.Host)
 	}
