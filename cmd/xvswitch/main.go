@@ -15,7 +15,7 @@ func main() {
 	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// Exit codes: 0 done (help included), 1 the command failed,
+// Exit codes: 0 done (help and version included), 1 the command failed,
 // 2 the command line is wrong.
 const (
 	exitOK    = 0
@@ -39,7 +39,7 @@ type command struct {
 var commands []*command
 
 func init() {
-	commands = []*command{runCommand, showCommand, addPortCommand, delPortCommand, helpCommand}
+	commands = []*command{runCommand, showCommand, addPortCommand, delPortCommand, versionCommand, helpCommand}
 }
 
 func findCommand(name string) *command {
@@ -69,6 +69,8 @@ func cli(args []string, out, errOut io.Writer) int {
 	case "-h", "--help", "-help":
 		writeOverview(out)
 		return exitOK
+	case "--version", "-version":
+		args = []string{"version"}
 	}
 	c := findCommand(args[0])
 	if c == nil {
