@@ -42,7 +42,8 @@ func daemon(args []string, _, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	level, _ := parseLevel(cfg.LogLevel)
+	slog.SetDefault(newLogger(errOut, level, cfg.LogFormat))
 	err = serve(cfg)
 	slog.Info("xvswitch stopped")
 	return err

@@ -17,8 +17,10 @@ import (
 // file: the switch's configuration and what the daemon around it runs.
 type settings struct {
 	vswitch.Config
-	Gens    []portspec.Gen // benchmark-only generator ports (framegen)
-	Metrics string         // address of the Prometheus endpoint (":9417"); empty: none
+	Gens      []portspec.Gen // benchmark-only generator ports (framegen)
+	Metrics   string         // address of the Prometheus endpoint (":9417"); empty: none
+	LogLevel  string         // debug, info, warn or error
+	LogFormat string         // text or json
 }
 
 // runFlags collects `xvswitch run` options. Options that name ports repeat.
@@ -37,6 +39,8 @@ func newRunFlags() *runFlags {
 	r.cfg.Workers = 1
 	r.cfg.FDBAge = 300 * time.Second
 	r.cfg.IdleAfter = vswitch.DefaultIdleAfter
+	r.cfg.LogLevel = "info"
+	r.cfg.LogFormat = "text"
 	return r
 }
 
@@ -65,6 +69,8 @@ func (r *runFlags) options() []option {
 			set:  r.setConfig},
 		{name: "ctl", value: "PATH", help: "the control socket the other commands talk to", def: ctl.DefaultPath, set: r.setCtl},
 		{name: "metrics", value: "ADDR", help: "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9417", set: r.setMetrics},
+		{name: "log-level", value: "debug|info|warn|error", help: "the least important log lines written, to stderr", def: "info", set: r.setLogLevel},
+		{name: "log-format", value: "text|json", help: "log lines as key=value text or as one JSON object each", def: "text", set: r.setLogFormat},
 	}
 }
 
@@ -154,6 +160,22 @@ func (r *runFlags) setMetrics(s string) error {
 		return fmt.Errorf("want HOST:PORT, like 127.0.0.1:9417 (or :9417 for every address)")
 	}
 	r.cfg.Metrics = s
+	return nil
+}
+
+func (r *runFlags) setLogLevel(s string) error {
+	if _, err := parseLevel(s); err != nil {
+		return err
+	}
+	r.cfg.LogLevel = s
+	return nil
+}
+
+func (r *runFlags) setLogFormat(s string) error {
+	if s != "text" && s != "json" {
+		return fmt.Errorf("want text or json")
+	}
+	r.cfg.LogFormat = s
 	return nil
 }
 

@@ -85,6 +85,8 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"run", "--vhost"}, "xvswitch run: --vhost needs a value: PATH[,client][,queues=N][,mac=MAC][,name=NAME][,mode=0660][,group=kvm]"},
 		{[]string{"run", "--fdb-age", "0"}, "xvswitch run: --fdb-age 0: want a duration above zero, like 300s or 5m"},
 		{[]string{"run", "--metrics", "9417"}, "xvswitch run: --metrics 9417: want HOST:PORT, like 127.0.0.1:9417 (or :9417 for every address)"},
+		{[]string{"run", "--log-level", "loud"}, "xvswitch run: --log-level loud: want debug, info, warn or error"},
+		{[]string{"run", "--log-format", "xml"}, "xvswitch run: --log-format xml: want text or json"},
 		{[]string{"run", "--vhost", "/run/a.sock", "--xconnect", "a=b"}, `xvswitch run: bad configuration: --xconnect a=b: no port named "b"`},
 		{[]string{"run", "stray"}, `xvswitch run: unexpected argument "stray": run takes only options`},
 		{[]string{"run", "--config", "/nonexistent/xvswitch.conf"}, "xvswitch run: --config: open /nonexistent/xvswitch.conf: no such file or directory"},
