@@ -34,7 +34,9 @@ example:
 	run:     daemon,
 }
 
-// daemon is `xvswitch run`.
+// daemon is `xvswitch run`. Once its logger is set up, everything it has
+// to say, a fatal error included, is a log line, and "xvswitch stopped"
+// is the last.
 func daemon(args []string, _, errOut io.Writer) error {
 	r := newRunFlags()
 	r.checkHost = true
@@ -45,8 +47,14 @@ func daemon(args []string, _, errOut io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
 	slog.SetDefault(newLogger(errOut, level, cfg.LogFormat))
 	err = serve(cfg)
+	if err != nil {
+		slog.Error("xvswitch failed", "err", explainRun(err))
+	}
 	slog.Info("xvswitch stopped")
-	return err
+	if err != nil {
+		return errReported
+	}
+	return nil
 }
 
 // serve builds the switch and runs it, and the metrics endpoint, until

@@ -59,6 +59,10 @@ func commandNames() []string {
 	return names
 }
 
+// errReported is a failure the command has already told the user about
+// (the daemon logs its fatal error before "xvswitch stopped").
+var errReported = errors.New("reported")
+
 // cli runs one xvswitch command line and returns the exit code.
 func cli(args []string, out, errOut io.Writer) int {
 	if len(args) == 0 {
@@ -92,6 +96,8 @@ func cli(args []string, out, errOut io.Writer) int {
 	case errors.As(err, &ue):
 		fmt.Fprintf(errOut, "xvswitch %s: %s\nSee 'xvswitch %s --help'.\n", c.name, ue.msg, c.name)
 		return exitUsage
+	case errors.Is(err, errReported):
+		return exitFail
 	}
 	fmt.Fprintf(errOut, "xvswitch %s: %v\n", c.name, err)
 	return exitFail
