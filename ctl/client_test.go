@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"errors"
-	"io/fs"
 	"net"
 	"path/filepath"
 	"syscall"
@@ -10,23 +9,33 @@ import (
 )
 
 // TestCallSaysWhyItCannotReach: no socket and a socket nobody listens on
-// both mean the daemon is not running; the error still wraps the dial's.
-// (Permission denied needs another user: cmd/xvswitch tests it.)
+// (a killed daemon's) both mean the daemon is not running; the error
+// still wraps the dial's. (Permission denied needs another user:
+// cmd/xvswitch tests it.)
 func TestCallSaysWhyItCannotReach(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "ctl.sock")
-	_, err := Call(missing, Request{Op: OpShowPorts})
-	if err == nil || err.Error() != "is xvswitch running? no socket at "+missing || !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("missing socket: %v", err)
+	stale := staleSocket(t)
+	for _, tc := range []struct {
+		path, want string
+		errno      syscall.Errno
+	}{
+		{filepath.Join(t.TempDir(), "missing.sock"), "is xvswitch running? no socket at ", syscall.ENOENT},
+		{stale, "is xvswitch running? nothing listens on ", syscall.ECONNREFUSED},
+	} {
+		_, err := Call(tc.path, Request{Op: OpShowPorts})
+		if err == nil || err.Error() != tc.want+tc.path || !errors.Is(err, tc.errno) {
+			t.Errorf("%s: %v, want %s%s wrapping %v", tc.path, err, tc.want, tc.path, tc.errno)
+		}
 	}
-	stale := filepath.Join(t.TempDir(), "ctl.sock")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+}
+
+// staleSocket is the socket file of a listener that is gone.
+func staleSocket(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "stale.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.SetUnlinkOnClose(false)
 	l.Close()
-	_, err = Call(stale, Request{Op: OpShowPorts})
-	if err == nil || err.Error() != "is xvswitch running? nothing listens on "+stale || !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Errorf("stale socket: %v", err)
-	}
+	return path
 }
