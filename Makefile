@@ -40,8 +40,13 @@ demo: deps-demo guest build
 	@echo "==> demo: namespace --veth-- [XDP/AF_XDP] xvswitch [vhost-user] -- QEMU guest"
 	set -o pipefail; $(GO) test -count=1 -v -run '^TestNICToVM$$/^packed$$' ./cmd/xvswitch/ 2>&1 | grep -v '^=== \|guest: qemu-system'
 
+# The version `xvswitch version` prints: git describe names the commit
+# (and -dirty for uncommitted changes); outside a git checkout it is empty
+# and the binary falls back to what Go recorded in it.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 build:
-	$(GO) build -o bin/xvswitch ./cmd/xvswitch
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/xvswitch ./cmd/xvswitch
 
 # The benchmark harness (cmd/xvs-bench): every scenario of BENCHMARKS.md on
 # xvswitch and on DPDK testpmd, alternated, into results/bench.{json,md,png}

@@ -37,13 +37,13 @@ func ParseGen(s string) (Gen, error) {
 		case "size":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < GenMinFrame || n > GenMaxFrame {
-				return Gen{}, fmt.Errorf("%w: --gen %q: size=%q: want %d..%d", ErrBadSpec, s, v, GenMinFrame, GenMaxFrame)
+				return Gen{}, fmt.Errorf("%w: size=%q: want a frame length, %d..%d", ErrBadSpec, v, GenMinFrame, GenMaxFrame)
 			}
 			g.Size = n
 		case "dst", "src":
 			hw, err := net.ParseMAC(v)
 			if err != nil || len(hw) != 6 {
-				return Gen{}, fmt.Errorf("%w: --gen %q: %s=%q: want an Ethernet address", ErrBadSpec, s, k, v)
+				return Gen{}, fmt.Errorf("%w: %s=%q: want an Ethernet address", ErrBadSpec, k, v)
 			}
 			if k == "dst" {
 				g.Dst = hw.String()
@@ -51,11 +51,11 @@ func ParseGen(s string) (Gen, error) {
 				g.Src = hw.String()
 			}
 		default:
-			return Gen{}, fmt.Errorf("%w: --gen %q: unknown option %q", ErrBadSpec, s, k)
+			return Gen{}, fmt.Errorf("%w: unknown option %q: want size=N, dst=MAC or src=MAC", ErrBadSpec, k)
 		}
 	}
 	if g.Dst == "" {
-		return Gen{}, fmt.Errorf("%w: --gen %q: dst=MAC is required", ErrBadSpec, s)
+		return Gen{}, fmt.Errorf("%w: dst=MAC is required", ErrBadSpec)
 	}
 	return g, nil
 }

@@ -49,12 +49,15 @@ func ParseNIC(s string) (NIC, error) {
 		case "name":
 			n.Name = v
 		default:
-			return NIC{}, fmt.Errorf("%w: --nic %q: unknown option %q", ErrBadSpec, s, k)
+			return NIC{}, fmt.Errorf("%w: unknown option %q: want queues=N, mode=auto|copy|zerocopy or name=NAME", ErrBadSpec, k)
 		}
 	}
 	// 15 is IFNAMSIZ less its NUL.
-	if n.Name == "" || len(n.Ifname) > 15 {
-		return NIC{}, fmt.Errorf("%w: --nic %q: bad name or interface", ErrBadSpec, s)
+	if len(n.Ifname) > 15 {
+		return NIC{}, fmt.Errorf("%w: interface name %q: longer than 15 characters", ErrBadSpec, n.Ifname)
+	}
+	if n.Name == "" {
+		return NIC{}, fmt.Errorf("%w: name= is empty: want a port name", ErrBadSpec)
 	}
 	return n, nil
 }

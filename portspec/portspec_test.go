@@ -134,3 +134,28 @@ func TestParseGen(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorsSayWhatIsAccepted: the caller names the argument (the CLI
+// prints "--nic SPEC: ..."), so an error says what is wrong and what is
+// accepted, without repeating the spec.
+func TestErrorsSayWhatIsAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{second(ParseNIC("eth0,colour=red")), `bad port spec: unknown option "colour": want queues=N, mode=auto|copy|zerocopy or name=NAME`},
+		{second(ParseNIC("averyveryverylongifname")), `bad port spec: interface name "averyveryverylongifname": longer than 15 characters`},
+		{second(ParseVhost("/run/vm.sock,queues=x")), `bad port spec: queues="x": want 1..256`},
+		{second(ParseVhost("/run/vm.sock,client=yes")), `bad port spec: client=yes: client takes no value`},
+		{second(ParseGen("g0,size=10,dst=02:00:00:00:00:01")), `bad port spec: size="10": want a frame length, 42..9018`},
+		{second(ParseXConnect("a")), `bad port spec: want NAME=NAME, naming two different ports`},
+		{second(ParseCPUList("3-1")), `bad cpu list: want CPU numbers and ascending ranges, such as 2-3 or 0,2,4`},
+		{second(ParseNIC("eth0,,mode=copy")), `bad port spec: an empty option (a stray comma?)`},
+	} {
+		if tc.err == nil || tc.err.Error() != tc.want {
+			t.Errorf("error %v, want %s", tc.err, tc.want)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }

@@ -11,16 +11,16 @@ import (
 func split(s string) (string, map[string]string, error) {
 	parts := strings.Split(s, ",")
 	if parts[0] == "" {
-		return "", nil, fmt.Errorf("%w: %q: empty", ErrBadSpec, s)
+		return "", nil, fmt.Errorf("%w: the first field (interface, socket path or name) is empty", ErrBadSpec)
 	}
 	opts := map[string]string{}
 	for _, p := range parts[1:] {
 		k, v, _ := strings.Cut(p, "=")
 		if k == "" {
-			return "", nil, fmt.Errorf("%w: %q: empty option", ErrBadSpec, s)
+			return "", nil, fmt.Errorf("%w: an empty option (a stray comma?)", ErrBadSpec)
 		}
 		if _, dup := opts[k]; dup {
-			return "", nil, fmt.Errorf("%w: %q: %s given twice", ErrBadSpec, s, k)
+			return "", nil, fmt.Errorf("%w: %s given twice", ErrBadSpec, k)
 		}
 		opts[k] = v
 	}

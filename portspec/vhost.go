@@ -47,7 +47,7 @@ func ParseVhost(s string) (Vhost, error) {
 		switch k {
 		case "client":
 			if val != "" {
-				return Vhost{}, fmt.Errorf("%w: client takes no value", ErrBadSpec)
+				return Vhost{}, fmt.Errorf("%w: client=%s: client takes no value", ErrBadSpec, val)
 			}
 			v.Client = true
 		case "queues":
@@ -82,17 +82,17 @@ func ParseVhost(s string) (Vhost, error) {
 			if err != nil {
 				g, lerr := user.LookupGroup(val)
 				if lerr != nil {
-					return Vhost{}, fmt.Errorf("%w: group=%q: %v", ErrBadSpec, val, lerr)
+					return Vhost{}, fmt.Errorf("%w: group=%q: no such group (want a group name or GID): %v", ErrBadSpec, val, lerr)
 				}
 				gid, _ = strconv.Atoi(g.Gid)
 			}
 			v.GID = gid
 		default:
-			return Vhost{}, fmt.Errorf("%w: --vhost %q: unknown option %q", ErrBadSpec, s, k)
+			return Vhost{}, fmt.Errorf("%w: unknown option %q: want client, queues=N, mac=MAC, name=NAME, mode=OCTAL or group=NAME|GID", ErrBadSpec, k)
 		}
 	}
 	if v.Name == "" {
-		return Vhost{}, fmt.Errorf("%w: --vhost %q: empty name", ErrBadSpec, s)
+		return Vhost{}, fmt.Errorf("%w: the port name is empty: give one with name=NAME", ErrBadSpec)
 	}
 	// Source MACs are checked against mac=; without one, spoof= would
 	// promise a check that cannot happen.

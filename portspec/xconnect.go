@@ -15,7 +15,7 @@ type XConnect struct {
 func ParseXConnect(s string) (XConnect, error) {
 	a, b, ok := strings.Cut(s, "=")
 	if !ok || a == "" || b == "" || a == b {
-		return XConnect{}, fmt.Errorf("%w: --xconnect %q: want NAME=NAME of two different ports", ErrBadSpec, s)
+		return XConnect{}, fmt.Errorf("%w: want NAME=NAME, naming two different ports", ErrBadSpec)
 	}
 	return XConnect{A: a, B: b}, nil
 }

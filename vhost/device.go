@@ -57,7 +57,8 @@ type Config struct {
 	// must not block for long, and may call any Device method.
 	OnEvent func(Event)
 	// Logger receives one line per lifecycle change and per error
-	// (default slog.Default()).
+	// (default slog.Default(), with the device's Name as "device"; a
+	// Logger given here is used as it is, labelled by its owner).
 	Logger *slog.Logger
 
 	// newRing overrides the ring constructor (tests).
@@ -138,9 +139,8 @@ func Open(cfg Config) (*Device, error) {
 	d := &Device{cfg: cfg, stop: make(chan struct{}), connOf: map[uint64]*net.UnixConn{}}
 	d.log = cfg.Logger
 	if d.log == nil {
-		d.log = slog.Default()
+		d.log = slog.Default().With("device", cfg.Name)
 	}
-	d.log = d.log.With("device", cfg.Name)
 	d.offered = offeredFeatures(&cfg)
 	d.proto = offeredProtocolFeatures
 	for i := 0; i < 2*cfg.QueuePairs; i++ {
@@ -302,21 +302,11 @@ func (d *Device) closeQueues() {
 	}
 }
 
-// emit delivers an event to the owner. Called without mu held.
+// emit logs an event (eventlog.go) and delivers it to the owner. Called
+// without mu held.
 func (d *Device) emit(e Event) {
 	e.Device = d
-	var attrs []any
-	if e.Err != nil {
-		attrs = append(attrs, "err", e.Err)
-	}
-	if e.MAC != nil {
-		attrs = append(attrs, "mac", e.MAC.String())
-	}
-	if e.Kind == EventBroken {
-		d.log.Warn("vhost device broken", attrs...)
-	} else {
-		d.log.Info("vhost device "+e.Kind.String(), attrs...)
-	}
+	d.logEvent(e)
 	if d.cfg.OnEvent != nil {
 		d.cfg.OnEvent(e)
 	}

@@ -51,6 +51,12 @@ type Event struct {
 	Kind   EventKind
 	Err    error            // EventBroken, EventGone
 	MAC    net.HardwareAddr // EventRARP
+	// quiet: the event needs no log line of its own, the one before or
+	// after it says it (a disconnect's Stopped, a broken session's Gone).
+	quiet bool
+	// session numbers a device's connections, from 1 (EventConnected):
+	// a later one is a reconnection.
+	session uint64
 }
 
 func (e Event) String() string {

@@ -253,8 +253,10 @@ func (d *Device) signalErr() {
 	}
 }
 
-// updateReady emits Ready or Stopped when queue pair 0's state changes.
+// updateReady emits Ready or Stopped when queue pair 0's state changes
+// (and logs other queue pairs starting and stopping, which have no event).
 func (d *Device) updateReady(s *session) {
+	d.logQueuePairs(s)
 	ready := d.sess == s && d.queues[0].ctl.act != nil && d.queues[1].ctl.act != nil
 	if ready == s.ready {
 		return

@@ -24,6 +24,8 @@ type session struct {
 	maps     []*mapping
 	mem      *guestmem.Memory
 	ready    bool
+	pairsUp  []bool // by queue pair, from 1: running (logged when it changes)
+	ending   bool   // endSession is tearing it down
 	broken   error
 	events   []Event
 }
@@ -67,7 +69,7 @@ func (d *Device) ServeConn(c *net.UnixConn) error {
 	d.breakMu.Unlock()
 	d.mu.Unlock()
 
-	d.emit(Event{Kind: EventConnected})
+	d.emit(Event{Kind: EventConnected, session: s.id})
 	err := d.serve(s)
 	return d.endSession(s, err)
 }
@@ -167,6 +169,7 @@ func (d *Device) endSession(s *session, err error) error {
 		d.emit(Event{Kind: EventBroken, Err: err})
 	}
 	d.mu.Lock()
+	s.ending = true
 	if d.resetRings() {
 		unmapAll(s.maps)
 	}
@@ -179,9 +182,10 @@ func (d *Device) endSession(s *session, err error) error {
 	s.events = nil
 	d.mu.Unlock()
 	for _, e := range evs {
+		e.quiet = true // the disconnect's line says it
 		d.emit(e)
 	}
-	d.emit(Event{Kind: EventGone, Err: err})
+	d.emit(Event{Kind: EventGone, Err: err, quiet: broken})
 	if err != nil {
 		return fmt.Errorf("vhost %s: %w", d.cfg.Name, err)
 	}

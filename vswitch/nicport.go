@@ -60,7 +60,7 @@ func (s *Switch) AddNIC(spec portspec.NIC) error {
 		drv.Close()
 		return err
 	}
-	slog.Info("port added", "name", spec.Name, "kind", "nic", "detail", drv.Info().Detail)
+	slog.Info("port added", "port", spec.Name, "kind", "nic", "detail", drv.Info().Detail)
 	return nil
 }
 

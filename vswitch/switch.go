@@ -181,7 +181,12 @@ func (s *Switch) DelPort(name string) error {
 	s.publish()
 	s.fdb.FlushPort(p.idx)
 	s.syncMACs()
-	return p.drv.Close()
+	if err := p.drv.Close(); err != nil {
+		slog.Warn("port removed", "port", name, "err", err)
+		return err
+	}
+	slog.Info("port removed", "port", name)
+	return nil
 }
 
 // syncMACs tells every NIC's XDP program the MACs that live behind the

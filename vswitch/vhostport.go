@@ -67,6 +67,9 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		SocketMode: spec.Mode,
 		SocketGID:  spec.GID,
 		OnEvent:    p.event,
+		// The device logs its own events (connected, ready with what was
+		// negotiated, broken and why...), under the port's name.
+		Logger: slog.Default().With("port", spec.Name),
 	})
 	if err != nil {
 		return err
@@ -82,7 +85,7 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		dev.Close()
 		return err
 	}
-	slog.Info("port added", "name", spec.Name, "kind", "vhost", "path", spec.Path, "client", spec.Client, "queues", spec.Queues)
+	slog.Info("port added", "port", spec.Name, "kind", "vhost", "path", spec.Path, "client", spec.Client, "queues", spec.Queues)
 	return nil
 }
 
@@ -98,17 +101,14 @@ func (p *vhostPort) event(e vhost.Event) {
 		}
 	case vhost.EventBroken:
 		p.state.Store("broken")
-		slog.Warn("vhost port broken", "port", p.spec.Name, "err", e.Err)
 	case vhost.EventGone:
 		if p.state.Load() != "broken" {
 			p.state.Store("waiting")
 		}
-	case vhost.EventRARP:
-		// A migrated guest asks for a RARP to announce its MAC; learning
-		// from the guest's next frame does the same for this switch.
-		slog.Info("vhost port: guest announced its MAC", "port", p.spec.Name, "mac", e.MAC)
 	}
-	slog.Debug("vhost event", "port", p.spec.Name, "event", e.String())
+	// EventRARP needs nothing: a migrated guest asks for a RARP to
+	// announce its MAC, and learning from the guest's next frame does the
+	// same for this switch.
 }
 
 func (p *vhostPort) IngressQueues() []IngressQueue { return asQueues[IngressQueue](p.fromGuest) }

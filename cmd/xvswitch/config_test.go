@@ -3,7 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseRunFlagsAndFile(t *testing.T) {
@@ -43,5 +45,46 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if len(cfg.NICs) != 1 || len(cfg.Vhosts) != 2 || cfg.Workers != 2 || len(cfg.CPUs) != 2 || cfg.Metrics == "" {
 		t.Fatalf("%+v", cfg)
+	}
+}
+
+// TestConfigFileSyntax: comments on their own lines and after a setting,
+// tabs and runs of spaces between a setting and its value; a # inside a
+// value stays.
+func TestConfigFileSyntax(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "xvs.conf")
+	conf := "# xvswitch\n" +
+		"\t# an indented comment\n" +
+		"workers\t2 # two cores\n" +
+		"cpus    0-1\t# pinned\n" +
+		"  vhost\t\t/run/vm#1.sock,mac=52:54:00:00:00:01   \n" +
+		"idle-after 5ms#not a comment\n" +
+		"\n" +
+		"--fdb-age 1m\n"
+	os.WriteFile(file, []byte(conf), 0o644)
+	_, err := parseRun([]string{"--config", file})
+	if want := file + ":6: idle-after 5ms#not a comment: want a duration, like 10ms or 1s, or -1ns never to sleep"; err == nil || err.Error() != want {
+		t.Fatalf("err %v, want %s", err, want)
+	}
+	os.WriteFile(file, []byte(strings.Replace(conf, "5ms#not a comment", "5ms # a comment", 1)), 0o644)
+	cfg, err := parseRun([]string{"--config", file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Workers != 2 || len(cfg.CPUs) != 2 || len(cfg.Vhosts) != 1 || cfg.Vhosts[0].Path != "/run/vm#1.sock" ||
+		cfg.Vhosts[0].MAC != "52:54:00:00:00:01" || cfg.IdleAfter != 5*time.Millisecond || cfg.FDBAge != time.Minute {
+		t.Fatalf("%+v", cfg)
+	}
+	for _, tc := range []struct{ conf, want string }{
+		{"workers 2 3\n", ":1: workers 2 3: want a number of poll workers, 1..64"},
+		{"colour blue\n", `:1: unknown setting "colour"`},
+		{"worker 2\n", `:1: unknown setting "worker" (did you mean workers?)`},
+		{"nic\n", ":1: nic needs a value: IFNAME[,queues=N][,mode=auto|copy|zerocopy][,maxmacs=N][,name=NAME]"},
+		{"config /etc/other.conf\n", ":1: config: a config file cannot include another"},
+	} {
+		os.WriteFile(file, []byte(tc.conf), 0o644)
+		if _, err := parseRun([]string{"--config", file}); err == nil || err.Error() != file+tc.want {
+			t.Errorf("%q: err %v, want %s%s", tc.conf, err, file, tc.want)
+		}
 	}
 }

@@ -39,6 +39,10 @@ func buildXvswitch(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Tests run it as nobody too (unprivileged).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	bin := filepath.Join(dir, "xvswitch")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -4,134 +4,109 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/xvswitch/xvswitch/ctl"
-	"github.com/xvswitch/xvswitch/metrics"
-	"github.com/xvswitch/xvswitch/vswitch"
+	"strings"
 )
 
-const usage = `usage:
-  xvswitch run [--nic IFNAME[,queues=N][,mode=auto|copy|zerocopy][,maxmacs=N][,name=NAME]]...
-               [--vhost PATH[,client][,queues=N][,mac=MAC][,spoof=allow][,maxmacs=N][,name=NAME]
-                        [,mode=0660][,group=kvm]]...
-               [--gen NAME,size=N,dst=MAC[,src=MAC]]...  (benchmarks only)
-               [--xconnect NAME=NAME]... [--ctl PATH] [--workers N] [--cpus LIST]
-               [--metrics ADDR] [--idle-after DURATION] [--config FILE]
-  xvswitch show ports|fdb|stats [--json] [--ctl PATH]
-  xvswitch add-port --nic SPEC | --vhost SPEC [--ctl PATH]
-  xvswitch del-port NAME [--ctl PATH]
-`
-
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "xvswitch:", err)
-		if errors.Is(err, errUsage) {
-			fmt.Fprint(os.Stderr, usage)
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-var errUsage = errors.New("bad usage")
+// Exit codes: 0 done (help and version included), 1 the command failed,
+// 2 the command line is wrong.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
 
-func run(args []string, out io.Writer) error {
+// command is one `xvswitch NAME`.
+type command struct {
+	name     string
+	synopsis string // what follows `xvswitch NAME` in its usage line
+	summary  string // one line, for `xvswitch --help`
+	about    string // what `xvswitch help NAME` says above the options
+	// options returns the command's options, unbound, for its help (nil:
+	// it has none).
+	options func() []option
+	run     func(args []string, out, errOut io.Writer) error
+}
+
+// commands are listed by `xvswitch --help` in this order.
+var commands []*command
+
+func init() {
+	commands = []*command{runCommand, showCommand, addPortCommand, delPortCommand, versionCommand, helpCommand}
+}
+
+func findCommand(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func commandNames() []string {
+	var names []string
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+// errReported is a failure the command has already told the user about
+// (the daemon logs its fatal error before "xvswitch stopped").
+var errReported = errors.New("reported")
+
+// cli runs one xvswitch command line and returns the exit code.
+func cli(args []string, out, errOut io.Writer) int {
 	if len(args) == 0 {
-		return errUsage
+		writeOverview(errOut)
+		return exitUsage
 	}
 	switch args[0] {
-	case "run":
-		return daemon(args[1:])
-	case "show":
-		return show(args[1:], out)
-	case "add-port":
-		return addPort(args[1:])
-	case "del-port":
-		return delPort(args[1:])
-	case "help", "-h", "--help":
-		fmt.Fprint(out, usage)
-		return nil
+	case "-h", "--help", "-help":
+		writeOverview(out)
+		return exitOK
+	case "--version", "-version":
+		args = []string{"version"}
 	}
-	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	c := findCommand(args[0])
+	if c == nil {
+		msg := fmt.Sprintf("unknown command %q: want %s%s", args[0], orList(commandNames()), suggest(args[0], commandNames(), ""))
+		if strings.HasPrefix(args[0], "-") {
+			msg = fmt.Sprintf("%s before the command: options follow it, as in xvswitch show ports --ctl PATH", args[0])
+		}
+		fmt.Fprintf(errOut, "xvswitch: %s\nSee 'xvswitch --help'.\n", msg)
+		return exitUsage
+	}
+	err := c.run(args[1:], out, errOut)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errHelp):
+		writeHelp(out, c)
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(errOut, "xvswitch %s: %s\nSee 'xvswitch %s --help'.\n", c.name, ue.msg, c.name)
+		return exitUsage
+	case errors.Is(err, errReported):
+		return exitFail
+	}
+	fmt.Fprintf(errOut, "xvswitch %s: %v\n", c.name, err)
+	return exitFail
 }
 
-func daemon(args []string) error {
-	cfg, err := parseRun(args)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+// orList writes "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	sw, err := vswitch.New(cfg.Config)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if cfg.Metrics != "" {
-		go func() {
-			if err := metrics.Serve(ctx, cfg.Metrics, sw); err != nil {
-				slog.Error("metrics endpoint", "err", err)
-			}
-		}()
-	}
-	err = sw.Run(ctx)
-	slog.Info("xvswitch stopped")
-	return err
-}
-
-func show(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
-	sock := fs.String("ctl", ctl.DefaultPath, "control socket")
-	if len(args) == 0 {
-		return fmt.Errorf("%w: show what? ports, fdb or stats", errUsage)
-	}
-	what := args[0]
-	if err := fs.Parse(args[1:]); err != nil {
-		return errUsage
-	}
-	op := map[string]string{"ports": ctl.OpShowPorts, "fdb": ctl.OpShowFDB, "stats": ctl.OpShowStats}[what]
-	if op == "" {
-		return fmt.Errorf("%w: show %q", errUsage, what)
-	}
-	resp, err := ctl.Call(*sock, ctl.Request{Op: op})
-	if err != nil {
-		return err
-	}
-	return printShow(out, what, resp, *asJSON)
-}
-
-func addPort(args []string) error {
-	fs := flag.NewFlagSet("add-port", flag.ContinueOnError)
-	nic := fs.String("nic", "", "an AF_XDP port spec")
-	vhost := fs.String("vhost", "", "a vhost-user port spec")
-	sock := fs.String("ctl", ctl.DefaultPath, "control socket")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return errUsage
-	}
-	_, err := ctl.Call(*sock, ctl.Request{Op: ctl.OpAddPort, NIC: *nic, Vhost: *vhost})
-	return err
-}
-
-func delPort(args []string) error {
-	fs := flag.NewFlagSet("del-port", flag.ContinueOnError)
-	sock := fs.String("ctl", ctl.DefaultPath, "control socket")
-	if len(args) == 0 {
-		return errUsage
-	}
-	name := args[0]
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
-		return errUsage
-	}
-	_, err := ctl.Call(*sock, ctl.Request{Op: ctl.OpDelPort, Name: name})
-	return err
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }

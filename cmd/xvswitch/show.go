@@ -11,6 +11,60 @@ import (
 	"github.com/xvswitch/xvswitch/ctl"
 )
 
+var showCommand = &command{
+	name:     "show",
+	synopsis: "ports|fdb|stats [--json] [--ctl PATH]",
+	summary:  "show a running switch's ports, forwarding table or counters",
+	about: `Shows what a running switch has, as a table or as JSON:
+  ports   each port: kind, state (waiting for a guest, ready, stopped, broken),
+          queues, cross-connect, and detail: the XDP and AF_XDP mode of a NIC,
+          the socket and the negotiated ring kind of a vhost-user port
+  fdb     the MACs the switch learned or was given (mac=), their port and age
+  stats   per port, and per queue where it has several: packets and bytes
+          received and sent, drops by reason, and the kernel's XDP counters
+`,
+	options: func() []option { return new(showCmd).options() },
+	run:     func(args []string, out, _ io.Writer) error { return new(showCmd).run(args, out) },
+}
+
+// showCmd is `xvswitch show`.
+type showCmd struct {
+	json bool
+	ctl  string
+}
+
+var showOps = map[string]string{"ports": ctl.OpShowPorts, "fdb": ctl.OpShowFDB, "stats": ctl.OpShowStats}
+
+func (c *showCmd) options() []option {
+	return []option{
+		{name: "json", help: "print JSON instead of a table", set: func(s string) error {
+			c.json = s == "true"
+			return nil
+		}},
+		ctlOption(&c.ctl),
+	}
+}
+
+func (c *showCmd) run(args []string, out io.Writer) error {
+	pos, err := parseOptions(args, c.options())
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("show what? want ports, fdb or stats")
+	}
+	what := pos[0]
+	op := showOps[what]
+	if op == "" {
+		return usagef("cannot show %q: want ports, fdb or stats%s", what, suggest(what, []string{"ports", "fdb", "stats"}, ""))
+	}
+	resp, err := ctl.Call(c.ctl, ctl.Request{Op: op})
+	if err != nil {
+		return err
+	}
+	return printShow(out, what, resp, c.json)
+}
+
 // printShow prints a show command's answer as a table, or as JSON.
 func printShow(w io.Writer, what string, resp ctl.Response, asJSON bool) error {
 	if asJSON {

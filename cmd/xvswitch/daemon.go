@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/xvswitch/xvswitch/metrics"
+	"github.com/xvswitch/xvswitch/vswitch"
+)
+
+var runCommand = &command{
+	name:     "run",
+	synopsis: "[OPTIONS]",
+	summary:  "run the switch (the daemon) until SIGINT or SIGTERM",
+	about: `Runs the switch. NIC ports get an XDP program, which steers to the switch
+only the frames for its VMs' MACs, broadcast and multicast, and an AF_XDP
+socket per queue; vhost-user ports serve a socket for a VM's QEMU (or, with
+client, connect to QEMU's). Ports form a learning bridge unless
+cross-connected. SIGINT or SIGTERM stop it cleanly: XDP detached, pins and
+sockets removed. The other commands talk to it on the control socket.
+
+NIC ports need root, or the capabilities CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF
+and CAP_IPC_LOCK; every socket needs a directory xvswitch may write.
+
+example:
+  xvswitch run --nic eth1 --vhost /run/vm1.sock,mac=52:54:00:00:00:01 \
+               --vhost /run/vm2.sock,client,queues=2 --workers 2 --cpus 2-3
+`,
+	options: func() []option { return newRunFlags().options() },
+	run:     daemon,
+}
+
+// daemon is `xvswitch run`. Once its logger is set up, everything it has
+// to say, a fatal error included, is a log line, and "xvswitch stopped"
+// is the last.
+func daemon(args []string, _, errOut io.Writer) error {
+	r := newRunFlags()
+	r.checkHost = true
+	cfg, err := r.parse(args)
+	if err != nil {
+		return err
+	}
+	level, _ := parseLevel(cfg.LogLevel)
+	slog.SetDefault(newLogger(errOut, level, cfg.LogFormat))
+	err = serve(cfg)
+	if err != nil {
+		slog.Error("xvswitch failed", "err", explainRun(err))
+	}
+	slog.Info("xvswitch stopped")
+	if err != nil {
+		return errReported
+	}
+	return nil
+}
+
+// serve builds the switch and runs it, and the metrics endpoint, until
+// SIGINT or SIGTERM.
+func serve(cfg settings) error {
+	sw, err := vswitch.New(cfg.Config)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if cfg.Metrics != "" {
+		go func() {
+			if err := metrics.Serve(ctx, cfg.Metrics, sw); err != nil {
+				slog.Error("metrics endpoint", "err", err)
+			}
+		}()
+	}
+	return sw.Run(ctx)
+}
