@@ -19,6 +19,7 @@ import (
 type nicBinding struct {
 	ifindex int
 	mtu     int
+	up      bool // IFF_UP and IFF_RUNNING when bound
 	steer   *bpf.Steering
 	umem    *xsk.UMEM
 	socks   []*xsk.Socket // by queue
@@ -52,7 +53,7 @@ func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("vswitch: nic %s: %w", spec.Ifname, err)
 	}
-	b := &nicBinding{ifindex: ifi.Index, mtu: ifi.MTU}
+	b := &nicBinding{ifindex: ifi.Index, mtu: ifi.MTU, up: ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0}
 	defer func() {
 		if err != nil {
 			_ = b.close()

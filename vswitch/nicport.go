@@ -14,7 +14,8 @@ import (
 // nicPort is an AF_XDP port: the steering program on the interface, one
 // UMEM shared by one socket per queue. Its queues, counters and place on
 // the switch belong to the port; the sockets, UMEM and program belong to
-// the interface it is bound to (nicbind.go).
+// the interface it is bound to (nicbind.go). A watcher (nicwatch.go)
+// follows the interface.
 type nicPort struct {
 	spec   portspec.NIC
 	queues []*nicQueue
@@ -23,7 +24,9 @@ type nicPort struct {
 	// bound is the interface the port is attached to, nil while it has
 	// none. Whoever replaces it holds the switch's lock and waits until
 	// the workers stopped using its sockets; readers hold that lock.
-	bound *nicBinding
+	bound  *nicBinding
+	events nicEvents
+	watch  *nicWatch
 
 	macMu sync.Mutex
 	macs  map[uint64]bool // what the XDP MAC map holds
@@ -42,7 +45,14 @@ func (s *Switch) AddNIC(spec portspec.NIC) error {
 		drv.Close()
 		return err
 	}
-	slog.Info("port added", "name", spec.Name, "kind", "nic", "detail", drv.detail())
+	// Under the lock DelPort closes ports with: a port deleted already is
+	// not watched.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.byName[spec.Name]; p != nil && p.drv == PortDriver(drv) {
+		drv.watch = startNICWatch(drv, s)
+		slog.Info("port added", "name", spec.Name, "kind", "nic", "detail", drv.detail())
+	}
 	return nil
 }
 
@@ -74,7 +84,7 @@ func newNICPort(spec portspec.NIC) (*nicPort, error) {
 func (p *nicPort) install(b *nicBinding) {
 	p.bound = b
 	p.link.mtu.Store(int32(b.mtu))
-	p.link.up.Store(true)
+	p.link.up.Store(b.up)
 	for i, q := range p.queues {
 		q.attach(b.socks[i])
 	}
@@ -118,9 +128,10 @@ func (p *nicPort) detail() string {
 // Fail: a NIC queue does not break the way a guest's ring does.
 func (p *nicPort) Fail(err error) {}
 
-// Close releases the interface. Workers no longer touch the queues when
-// it is called.
+// Close stops the watcher and releases the interface. Workers no longer
+// touch the queues when it is called.
 func (p *nicPort) Close() error {
+	p.watch.stop()
 	var err error
 	if b := p.bound; b != nil {
 		for i, q := range p.queues {
@@ -173,12 +184,13 @@ func macBytes(k uint64) net.HardwareAddr {
 	return net.HardwareAddr{byte(k >> 40), byte(k >> 32), byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)}
 }
 
-// kernelCounters: the XDP program's verdicts and the sockets' kernel
-// statistics.
+// kernelCounters: the XDP program's verdicts, the sockets' kernel
+// statistics, and what happened to the interface (nicEvents).
 func (p *nicPort) kernelCounters() map[string]uint64 {
-	k := map[string]uint64{}
+	k := make(map[string]uint64, nicEventCount)
 	if p.bound != nil {
 		p.bound.counters(k)
 	}
+	p.events.addTo(k)
 	return k
 }

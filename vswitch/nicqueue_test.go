@@ -42,6 +42,12 @@ func TestNICPortGone(t *testing.T) {
 	if ports[0].State != "gone" || ports[0].Queues != 2 {
 		t.Errorf("show ports: %+v", ports[0])
 	}
+	k := s.Stats()[0].Kernel
+	for _, c := range []string{"link_down_events", "mtu_changes"} {
+		if n, ok := k[c]; !ok || n != 0 {
+			t.Errorf("kernel counter %s: %d %v, want a 0 (a series from the start)", c, n, ok)
+		}
+	}
 	if err := s.DelPort("nic0"); err != nil {
 		t.Fatal(err)
 	}
