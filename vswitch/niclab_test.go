@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/bpf"
 	"github.com/xvswitch/xvswitch/ctl"
@@ -108,6 +109,19 @@ func (l *nicLab) pingFails(t *testing.T, size, n int) {
 	if out, err := l.a.NS.Exec("ping", append(args, l.bIP)...).CombinedOutput(); err == nil {
 		t.Fatalf("B answered A:\n%s", out)
 	}
+}
+
+// steering is the steering program port name has attached now (read
+// under the lock its watcher replaces it under).
+func (l *nicLab) steering(t *testing.T, name string) *bpf.Steering {
+	t.Helper()
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	p := l.s.byName[name]
+	if p == nil {
+		t.Fatalf("no port %s", name)
+	}
+	return p.drv.(*nicPort).bound.steer
 }
 
 func (l *nicLab) info(t *testing.T, name string) ctl.PortInfo {
@@ -231,6 +245,16 @@ func fdTargets(t *testing.T) []string {
 		out = append(out, e.Name()+"="+dst)
 	}
 	return out
+}
+
+// cpuTime is the CPU time the process has used.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // closeAndCheck removes both ports and checks everything they held is

@@ -12,21 +12,26 @@ import (
 )
 
 // nicPort is an AF_XDP port: the steering program on the interface, one
-// UMEM shared by one socket per queue. Its queues, counters and place on
-// the switch belong to the port; the sockets, UMEM and program belong to
-// the interface it is bound to (nicbind.go). A watcher (nicwatch.go)
-// follows the interface.
+// UMEM shared by one socket per queue. The port is its interface's name:
+// its queues, counters and place on the switch stay while the interface
+// goes down, or is deleted and comes back; a
+// watcher (nicwatch.go) follows the interface and recovers what it can.
 type nicPort struct {
 	spec   portspec.NIC
 	queues []*nicQueue
 	link   nicLink
 
-	// bound is the interface the port is attached to, nil while it has
-	// none. Whoever replaces it holds the switch's lock and waits until
-	// the workers stopped using its sockets; readers hold that lock.
-	bound  *nicBinding
-	events nicEvents
-	watch  *nicWatch
+	// bound is the interface the port is attached to, nil while it is
+	// gone. The watcher replaces it with the switch's lock held, after
+	// the workers stopped using its sockets; other readers hold that lock.
+	bound *nicBinding
+	// retired sums the kernel counters of the bindings the port had
+	// before, so its counters keep counting up across re-attachments.
+	retired map[string]uint64
+	events  nicEvents
+	watch   *nicWatch
+	// The watcher's own: what it last could not do and why (logged once).
+	lastWait string
 
 	macMu sync.Mutex
 	macs  map[uint64]bool // what the XDP MAC map holds
@@ -62,7 +67,7 @@ func newNICPort(spec portspec.NIC) (*nicPort, error) {
 	if nq == 0 {
 		nq = nicQueueCount(spec.Ifname)
 	}
-	p := &nicPort{spec: spec, macs: map[uint64]bool{}}
+	p := &nicPort{spec: spec, retired: map[string]uint64{}, macs: map[uint64]bool{}}
 	for range nq {
 		q, err := newNICQueue(&p.link)
 		if err != nil {
@@ -96,8 +101,8 @@ func (p *nicPort) install(b *nicBinding) {
 func (p *nicPort) IngressQueues() []IngressQueue { return asQueues[IngressQueue](p.queues) }
 func (p *nicPort) EgressQueues() []EgressQueue   { return asQueues[EgressQueue](p.queues) }
 
-// Info: the state is "gone" (no interface bound), "down" (no link) or
-// "up".
+// Info: the state is "gone" (no interface of that name), "down" (no link)
+// or "up".
 func (p *nicPort) Info() ctl.PortInfo {
 	state := "up"
 	switch {
@@ -184,10 +189,14 @@ func macBytes(k uint64) net.HardwareAddr {
 	return net.HardwareAddr{byte(k >> 40), byte(k >> 32), byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)}
 }
 
-// kernelCounters: the XDP program's verdicts, the sockets' kernel
-// statistics, and what happened to the interface (nicEvents).
+// kernelCounters: the XDP program's verdicts and the sockets' kernel
+// statistics, over every interface the port was bound to, and what
+// happened to the interface (nicEvents).
 func (p *nicPort) kernelCounters() map[string]uint64 {
-	k := make(map[string]uint64, nicEventCount)
+	k := make(map[string]uint64, len(p.retired)+nicEventCount)
+	for name, n := range p.retired {
+		k[name] = n
+	}
 	if p.bound != nil {
 		p.bound.counters(k)
 	}

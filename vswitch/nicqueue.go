@@ -23,8 +23,8 @@ func (l *nicLink) maxFrame() int { return int(l.mtu.Load()) + ethHeaderLen + 4 }
 
 // nicQueue is one queue of a NIC port: the AF_XDP socket bound to that rx
 // queue of the interface, while there is one. The queue outlives its
-// sockets: the port can swap them, and the switch's queue, stats and
-// epoll set stay.
+// sockets: when the interface goes and comes back, the port swaps them
+// (nicrecover.go), and the switch's queue, stats and epoll set stay.
 //
 // The socket's frame stash is shared by the receive side (the worker
 // polling it returns frames) and the transmit side (any worker takes

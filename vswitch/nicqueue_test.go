@@ -11,7 +11,7 @@ import (
 // goneNICPort is a NIC port whose interface is gone: queues, no sockets.
 func goneNICPort(t *testing.T, queues int) *nicPort {
 	t.Helper()
-	p := &nicPort{spec: portspec.NIC{Name: "nic0", Ifname: "xvsnosuchif0"}, macs: map[uint64]bool{}}
+	p := &nicPort{spec: portspec.NIC{Name: "nic0", Ifname: "xvsnosuchif0"}, retired: map[string]uint64{}, macs: map[uint64]bool{}}
 	for range queues {
 		q, err := newNICQueue(&p.link)
 		if err != nil {
@@ -43,7 +43,7 @@ func TestNICPortGone(t *testing.T) {
 		t.Errorf("show ports: %+v", ports[0])
 	}
 	k := s.Stats()[0].Kernel
-	for _, c := range []string{"link_down_events", "mtu_changes"} {
+	for _, c := range []string{"link_down_events", "nic_gone_events", "nic_reattached", "mtu_changes", "recovery_errors"} {
 		if n, ok := k[c]; !ok || n != 0 {
 			t.Errorf("kernel counter %s: %d %v, want a 0 (a series from the start)", c, n, ok)
 		}

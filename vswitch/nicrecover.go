@@ -2,6 +2,8 @@ package vswitch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 
@@ -16,27 +18,112 @@ import (
 // port's kernel counters (`show stats`, the metrics) beside the XDP and
 // AF_XDP ones.
 type nicEvents struct {
-	linkDown   atomic.Uint64 // the link went down: admin down or no carrier
-	mtuChanges atomic.Uint64
+	linkDown       atomic.Uint64 // the link went down: admin down or no carrier
+	gone           atomic.Uint64 // the interface went away: deleted, renamed or moved
+	reattached     atomic.Uint64 // an interface of the name appeared and the port took it
+	mtuChanges     atomic.Uint64
+	recoveryErrors atomic.Uint64 // attaching again failed (it is tried again)
 }
 
-const nicEventCount = 2
+const nicEventCount = 5
 
 func (e *nicEvents) addTo(k map[string]uint64) {
 	k["link_down_events"] = e.linkDown.Load()
+	k["nic_gone_events"] = e.gone.Load()
+	k["nic_reattached"] = e.reattached.Load()
 	k["mtu_changes"] = e.mtuChanges.Load()
+	k["recovery_errors"] = e.recoveryErrors.Load()
 }
 
 // check looks up the interface of the port's name and acts on what
 // changed since the last look.
 func (p *nicPort) check(ctx context.Context, sw *Switch) {
 	l, err := netlink.LinkByName(p.spec.Ifname)
-	if err != nil {
+	var missing netlink.LinkNotFoundError
+	if err != nil && !errors.As(err, &missing) {
 		slog.Debug("nic: cannot read the interface", "port", p.spec.Name, "err", err)
 		return
 	}
-	if a := l.Attrs(); p.bound != nil && a.Index == p.bound.ifindex {
+	var a *netlink.LinkAttrs
+	if err == nil {
+		a = l.Attrs()
+	}
+	if p.bound != nil && (a == nil || a.Index != p.bound.ifindex) {
+		if !lockSwitch(ctx, sw) {
+			return
+		}
+		p.lose(sw, a != nil)
+		sw.mu.Unlock()
+	}
+	switch {
+	case a == nil:
+	case p.bound == nil:
+		if !lockSwitch(ctx, sw) {
+			return
+		}
+		p.rebind(sw, a)
+		sw.mu.Unlock()
+	default:
 		p.followLink(a)
+	}
+}
+
+// lose lets go of an interface that went away. The kernel has unbound its
+// sockets (they would never carry a frame again) and detached the program,
+// so the port closes them and removes the pins rather than keep them for
+// an interface that may never return; frames to the port are port_down
+// until an interface of its name appears. Called with sw.mu held.
+func (p *nicPort) lose(sw *Switch, replaced bool) {
+	b := p.bound
+	p.link.up.Store(false)
+	for i, q := range p.queues {
+		q.detach(b.socks[i])
+	}
+	// Once every worker forwards with a newer snapshot, none is in a
+	// burst on the old sockets or UMEM.
+	sw.publish()
+	b.counters(p.retired)
+	err := b.close()
+	p.bound = nil
+	p.events.gone.Add(1)
+	slog.Warn("nic: interface gone; frames to the port are dropped as port_down until an interface of its name appears",
+		"port", p.spec.Name, "ifname", p.spec.Ifname, "ifindex", b.ifindex, "another_in_its_place", replaced, "close_err", err)
+}
+
+// rebind attaches the port to an interface of its name that appeared, as
+// add-port did (program and pins, host-address tracking, one socket per
+// queue), and gives the new program the MACs behind the other ports.
+// What cannot work yet is logged once and tried again at the next look.
+// Called with sw.mu held.
+func (p *nicPort) rebind(sw *Switch, a *netlink.LinkAttrs) {
+	const what = "attach to the interface of its name"
+	if n := nicQueueCount(a.Name); n < len(p.queues) {
+		p.notYet(what, fmt.Sprintf("it has %d rx queues, the port %d", n, len(p.queues)))
+		return
+	}
+	if a.Xdp != nil && a.Xdp.ProgId != 0 {
+		p.notYet(what, fmt.Sprintf("another XDP program (id %d) holds it", a.Xdp.ProgId))
+		return
+	}
+	b, err := bindNIC(p.spec, len(p.queues))
+	if err != nil {
+		p.events.recoveryErrors.Add(1)
+		p.notYet(what, err.Error())
+		return
+	}
+	p.install(b)
+	sw.syncMACs()
+	p.lastWait = ""
+	p.events.reattached.Add(1)
+	slog.Info("nic: interface back; the port attached to it again", "port", p.spec.Name, "ifindex", b.ifindex, "detail", p.detail())
+}
+
+// notYet says why the port cannot do what yet, once per reason: it tries
+// again at every look.
+func (p *nicPort) notYet(what, why string) {
+	if msg := what + ": " + why; msg != p.lastWait {
+		slog.Warn("nic: the port cannot "+what+" yet; it tries again at every look", "port", p.spec.Name, "ifname", p.spec.Ifname, "why", why)
+		p.lastWait = msg
 	}
 }
 

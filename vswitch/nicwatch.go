@@ -30,7 +30,8 @@ func startNICWatch(p *nicPort, sw *Switch) *nicWatch {
 	return w
 }
 
-// stop ends the watcher and waits for it.
+// stop ends the watcher and waits for it. The caller may hold the
+// switch's lock: the watcher gives up waiting for it (lockSwitch).
 func (w *nicWatch) stop() {
 	if w != nil {
 		w.cancel()
@@ -74,6 +75,24 @@ func (p *nicPort) follow(ctx context.Context, sw *Switch) {
 		}
 		sub.drain() // one look for a burst of events
 	}
+}
+
+// lockSwitch takes the switch's control-plane lock, or gives up when ctx
+// ends. A plain Lock could deadlock: DelPort holds that lock while it
+// closes the port, and closing waits for this goroutine.
+func lockSwitch(ctx context.Context, sw *Switch) bool {
+	for !sw.mu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if ctx.Err() != nil {
+		sw.mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // linkSub is an rtnetlink subscription to link changes (of every
