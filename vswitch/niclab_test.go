@@ -232,6 +232,30 @@ func noPins(t *testing.T, ifname string) {
 	}
 }
 
+// xdpLink is the XDP link pinned for ifname, for a test to detach as
+// `bpftool link detach` would.
+func xdpLink(t *testing.T, ifname string) link.Link {
+	t.Helper()
+	lk, err := link.LoadPinnedLink(filepath.Join(bpf.PinRoot, ifname, "link"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lk
+}
+
+// xdpProgID is the id of the XDP program ifname runs (0: none).
+func xdpProgID(t *testing.T, ifname string) uint32 {
+	t.Helper()
+	nl, err := netlink.LinkByName(ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := nl.Attrs().Xdp; x != nil {
+		return x.ProgId
+	}
+	return 0
+}
+
 // fdTargets says what the process's fds are.
 func fdTargets(t *testing.T) []string {
 	t.Helper()

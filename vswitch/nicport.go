@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/xvswitch/xvswitch/bpf"
 	"github.com/xvswitch/xvswitch/ctl"
@@ -14,8 +15,9 @@ import (
 // nicPort is an AF_XDP port: the steering program on the interface, one
 // UMEM shared by one socket per queue. The port is its interface's name:
 // its queues, counters and place on the switch stay while the interface
-// goes down, or is deleted and comes back; a
-// watcher (nicwatch.go) follows the interface and recovers what it can.
+// goes down, is deleted and comes back, or loses its XDP program; a
+// watcher (nicwatch.go) follows the interface and recovers what it can
+// (docs/nic-faults.md).
 type nicPort struct {
 	spec   portspec.NIC
 	queues []*nicQueue
@@ -28,10 +30,16 @@ type nicPort struct {
 	// retired sums the kernel counters of the bindings the port had
 	// before, so its counters keep counting up across re-attachments.
 	retired map[string]uint64
+	// foreign is the id of another XDP program found on the hook (0:
+	// none): the port is degraded.
+	foreign atomic.Uint32
 	events  nicEvents
 	watch   *nicWatch
-	// The watcher's own: what it last could not do and why (logged once).
+	// The watcher's own: what it last could not do and why (logged once),
+	// and whether the port's program was missing from the hook at its
+	// last look.
 	lastWait string
+	xdpLost  bool
 
 	macMu sync.Mutex
 	macs  map[uint64]bool // what the XDP MAC map holds
@@ -101,8 +109,8 @@ func (p *nicPort) install(b *nicBinding) {
 func (p *nicPort) IngressQueues() []IngressQueue { return asQueues[IngressQueue](p.queues) }
 func (p *nicPort) EgressQueues() []EgressQueue   { return asQueues[EgressQueue](p.queues) }
 
-// Info: the state is "gone" (no interface of that name), "down" (no link)
-// or "up".
+// Info: the state is "gone" (no interface of that name), "down" (no link),
+// "degraded" (another XDP program holds the hook) or "up".
 func (p *nicPort) Info() ctl.PortInfo {
 	state := "up"
 	switch {
@@ -110,6 +118,8 @@ func (p *nicPort) Info() ctl.PortInfo {
 		state = "gone"
 	case !p.link.up.Load():
 		state = "down"
+	case p.foreign.Load() != 0:
+		state = "degraded"
 	}
 	return ctl.PortInfo{Kind: "nic", State: state, Queues: len(p.queues), Detail: p.detail()}
 }
@@ -126,6 +136,9 @@ func (p *nicPort) detail() string {
 	xdp := "native"
 	if b.steer.XDPMode() == bpf.XDPGeneric {
 		xdp = "generic"
+	}
+	if id := p.foreign.Load(); id != 0 {
+		xdp = fmt.Sprintf("other(prog %d)", id)
 	}
 	return fmt.Sprintf("%s xdp=%s af_xdp=%s mtu=%d pins=%s", p.spec.Ifname, xdp, mode, p.link.mtu.Load(), b.steer.PinDir())
 }

@@ -43,7 +43,8 @@ func TestNICPortGone(t *testing.T) {
 		t.Errorf("show ports: %+v", ports[0])
 	}
 	k := s.Stats()[0].Kernel
-	for _, c := range []string{"link_down_events", "nic_gone_events", "nic_reattached", "mtu_changes", "recovery_errors"} {
+	for _, c := range []string{"link_down_events", "nic_gone_events", "nic_reattached", "mtu_changes",
+		"xdp_detached_events", "xdp_reattached", "xdp_replaced_events", "recovery_errors"} {
 		if n, ok := k[c]; !ok || n != 0 {
 			t.Errorf("kernel counter %s: %d %v, want a 0 (a series from the start)", c, n, ok)
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // What a NIC port does about each thing that can happen to its interface,
-// and why. All of it runs on the port's watcher.
+// and why: docs/nic-faults.md. All of it runs on the port's watcher.
 
 // nicEvents counts what happened to a port's interface. They are in the
 // port's kernel counters (`show stats`, the metrics) beside the XDP and
@@ -22,16 +22,22 @@ type nicEvents struct {
 	gone           atomic.Uint64 // the interface went away: deleted, renamed or moved
 	reattached     atomic.Uint64 // an interface of the name appeared and the port took it
 	mtuChanges     atomic.Uint64
+	xdpDetached    atomic.Uint64 // the port's program was no longer on the hook
+	xdpReattached  atomic.Uint64 // ... and the port attached it again
+	xdpReplaced    atomic.Uint64 // another program was on the hook
 	recoveryErrors atomic.Uint64 // attaching again failed (it is tried again)
 }
 
-const nicEventCount = 5
+const nicEventCount = 8
 
 func (e *nicEvents) addTo(k map[string]uint64) {
 	k["link_down_events"] = e.linkDown.Load()
 	k["nic_gone_events"] = e.gone.Load()
 	k["nic_reattached"] = e.reattached.Load()
 	k["mtu_changes"] = e.mtuChanges.Load()
+	k["xdp_detached_events"] = e.xdpDetached.Load()
+	k["xdp_reattached"] = e.xdpReattached.Load()
+	k["xdp_replaced_events"] = e.xdpReplaced.Load()
 	k["recovery_errors"] = e.recoveryErrors.Load()
 }
 
@@ -65,6 +71,7 @@ func (p *nicPort) check(ctx context.Context, sw *Switch) {
 		sw.mu.Unlock()
 	default:
 		p.followLink(a)
+		p.followXDP(a)
 	}
 }
 
@@ -85,6 +92,8 @@ func (p *nicPort) lose(sw *Switch, replaced bool) {
 	b.counters(p.retired)
 	err := b.close()
 	p.bound = nil
+	p.foreign.Store(0)
+	p.xdpLost = false
 	p.events.gone.Add(1)
 	slog.Warn("nic: interface gone; frames to the port are dropped as port_down until an interface of its name appears",
 		"port", p.spec.Name, "ifname", p.spec.Ifname, "ifindex", b.ifindex, "another_in_its_place", replaced, "close_err", err)
@@ -148,4 +157,47 @@ func (p *nicPort) followLink(a *netlink.LinkAttrs) {
 		p.events.mtuChanges.Add(1)
 		slog.Info("nic: MTU changed; longer frames are dropped as too_long", "port", p.spec.Name, "ifname", p.spec.Ifname, "old", old, "mtu", a.MTU)
 	}
+}
+
+// followXDP checks the hook still runs the port's program. Detached (only
+// `bpftool link detach` can: netlink may not replace a BPF link): the
+// port attaches it again, with the maps it never lost. Another program in
+// its place: the port leaves it, since whoever attached it meant to and
+// taking the hook back would fight them; it says so and is degraded until
+// that program goes, then attaches its own again.
+func (p *nicPort) followXDP(a *netlink.LinkAttrs) {
+	var id uint32
+	if a.Xdp != nil {
+		id = a.Xdp.ProgId
+	}
+	steer := p.bound.steer
+	if id == steer.ProgramID() {
+		// Ours, attached by hand (bpftool net attach of the pinned program).
+		p.xdpLost = false
+		p.foreign.Store(0)
+		return
+	}
+	if !p.xdpLost {
+		p.xdpLost = true
+		p.events.xdpDetached.Add(1)
+		slog.Warn("nic: the port's XDP program is no longer on the interface", "port", p.spec.Name, "ifname", p.spec.Ifname, "prog_id", steer.ProgramID())
+	}
+	if id != 0 {
+		if p.foreign.Swap(id) != id {
+			p.events.xdpReplaced.Add(1)
+			slog.Warn("nic: another XDP program holds the interface; the port leaves it there and is degraded until it is removed: frames go where that program sends them",
+				"port", p.spec.Name, "ifname", p.spec.Ifname, "other_prog_id", id)
+		}
+		return
+	}
+	p.foreign.Store(0)
+	if err := steer.Reattach(); err != nil {
+		p.events.recoveryErrors.Add(1)
+		p.notYet("attach its XDP program again", err.Error())
+		return
+	}
+	p.xdpLost = false
+	p.lastWait = ""
+	p.events.xdpReattached.Add(1)
+	slog.Info("nic: XDP program attached again", "port", p.spec.Name, "ifname", p.spec.Ifname, "prog_id", steer.ProgramID())
 }

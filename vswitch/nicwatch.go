@@ -10,8 +10,9 @@ import (
 )
 
 // nicCheckInterval is how often a NIC port looks at its interface when
-// netlink says nothing: a subscription can lose events (ENOBUFS). Link
-// changes themselves arrive as events, at once.
+// netlink says nothing: the kernel sends no event when an XDP program is
+// detached (bpftool link detach), and a subscription can lose events
+// (ENOBUFS). Link changes themselves arrive as events, at once.
 var nicCheckInterval = time.Second
 
 // nicWatch is the goroutine that follows a NIC port's interface.
