@@ -61,6 +61,7 @@ type Steering struct {
 	ifindex int
 	dir     string
 	xdpMode XDPMode
+	progID  uint32 // the loaded program's kernel id
 	log     *slog.Logger
 
 	mu      sync.Mutex
@@ -127,10 +128,15 @@ func Attach(ifname string, o Options) (*Steering, error) {
 		}
 		return nil, fmt.Errorf("%w: %v", ErrLoad, err)
 	}
+	if info, err := s.objs.XvsSteer.Info(); err == nil {
+		if id, ok := info.ID(); ok {
+			s.progID = uint32(id)
+		}
+	}
 	if err := s.writePolicy(o.Policy); err != nil {
 		return nil, err
 	}
-	if err := s.attach(o.XDPMode); err != nil {
+	if s.xdpMode, err = s.attach(o.XDPMode); err != nil {
 		return nil, err
 	}
 	if err := s.pinAll(); err != nil {
@@ -141,37 +147,40 @@ func Attach(ifname string, o Options) (*Steering, error) {
 	return s, nil
 }
 
-// attach hooks the loaded program to the interface in the wanted mode.
-func (s *Steering) attach(want XDPMode) error {
+// attach hooks the loaded program to the interface in the wanted mode
+// and returns the mode it got: the caller records it (XDPMode is read
+// without the lock, so it is written only by Attach).
+func (s *Steering) attach(want XDPMode) (XDPMode, error) {
 	try := func(flags link.XDPAttachFlags) (link.Link, error) {
 		return link.AttachXDP(link.XDPOptions{Program: s.objs.XvsSteer, Interface: s.ifindex, Flags: flags})
 	}
 	var l link.Link
 	var err error
+	var mode XDPMode
 	switch want {
 	case XDPDriver, XDPAuto:
 		l, err = try(link.XDPDriverMode)
-		s.xdpMode = XDPDriver
+		mode = XDPDriver
 		if err != nil && want == XDPAuto && !isBusy(err) {
 			s.log.Warn("bpf: native XDP unavailable, falling back to generic mode (slower, copy-mode AF_XDP only)",
 				"ifname", s.ifname, "err", err)
 			l, err = try(link.XDPGenericMode)
-			s.xdpMode = XDPGeneric
+			mode = XDPGeneric
 		}
 	case XDPGeneric:
 		l, err = try(link.XDPGenericMode)
-		s.xdpMode = XDPGeneric
+		mode = XDPGeneric
 	default:
-		return fmt.Errorf("%w: unknown XDP mode %d", ErrAttach, int(want))
+		return 0, fmt.Errorf("%w: unknown XDP mode %d", ErrAttach, int(want))
 	}
 	if err != nil {
 		if isBusy(err) {
-			return fmt.Errorf("%w: %s (an XDP program not pinned by xvswitch is attached): %v", ErrBusy, s.ifname, err)
+			return 0, fmt.Errorf("%w: %s (an XDP program not pinned by xvswitch is attached): %v", ErrBusy, s.ifname, err)
 		}
-		return fmt.Errorf("%w: %s in %s mode: %v", ErrAttach, s.ifname, s.xdpMode, err)
+		return 0, fmt.Errorf("%w: %s in %s mode: %v", ErrAttach, s.ifname, mode, err)
 	}
 	s.link = l
-	return nil
+	return mode, nil
 }
 
 // isBusy tells "another program holds the hook" from "this mode is not

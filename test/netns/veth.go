@@ -16,6 +16,9 @@ type VethOptions struct {
 	OuterAddr, InnerAddr string
 	// MTU, when non-zero, is set on both ends.
 	MTU int
+	// InnerMAC, when set, is the inner end's MAC (a far host that keeps
+	// its address when its NIC is deleted and made again).
+	InnerMAC string
 	// KeepOffload leaves TX checksum offload on the inner end. By default
 	// it is turned off, so frames the namespace sends carry full checksums
 	// (AF_XDP has no notion of partial checksums).
@@ -40,21 +43,42 @@ func NewVeth(t testing.TB, o VethOptions) *Veth {
 	if len(v.Outer) > 15 {
 		v.Outer, v.Inner = base[:14]+"o", base[:14]+"i"
 	}
+	v.Create(t, o)
+	return v
+}
+
+// Delete removes the pair (deleting one end deletes both): the NIC is
+// unplugged, as a driver unbind or a deleted virtual device looks to
+// whoever uses it. The namespace stays.
+func (v *Veth) Delete(t testing.TB) {
+	t.Helper()
+	MustRun(t, "ip", "link", "del", v.Outer)
+}
+
+// Create makes the pair under v's names, the inner end in v.NS, as
+// NewVeth does; after Delete it is the same NIC plugged back: the old
+// names, new interface indexes.
+func (v *Veth) Create(t testing.TB, o VethOptions) {
+	t.Helper()
 	args := []string{"link", "add", v.Outer}
 	if o.Queues > 1 {
 		args = append(args, "numrxqueues", fmt.Sprint(o.Queues), "numtxqueues", fmt.Sprint(o.Queues))
 	}
-	args = append(args, "type", "veth", "peer", "name", v.Inner, "netns", ns.Name)
+	args = append(args, "type", "veth", "peer", "name", v.Inner, "netns", v.NS.Name)
 	if o.Queues > 1 {
 		args = append(args, "numrxqueues", fmt.Sprint(o.Queues), "numtxqueues", fmt.Sprint(o.Queues))
 	}
 	MustRun(t, "ip", args...)
-	// Deleting one end deletes both; the namespace's cleanup would too,
-	// but the outer end must not outlive a test whose namespace lingers.
+	// The namespace's cleanup would delete the pair too, but the outer
+	// end must not outlive a test whose namespace lingers.
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", v.Outer).Run() })
+	ns := v.NS
 	if o.MTU > 0 {
 		MustRun(t, "ip", "link", "set", v.Outer, "mtu", fmt.Sprint(o.MTU))
 		ns.MustRun(t, "ip", "link", "set", v.Inner, "mtu", fmt.Sprint(o.MTU))
+	}
+	if o.InnerMAC != "" {
+		ns.MustRun(t, "ip", "link", "set", v.Inner, "address", o.InnerMAC)
 	}
 	if o.OuterAddr != "" {
 		MustRun(t, "ip", "addr", "add", o.OuterAddr, "dev", v.Outer)
@@ -69,7 +93,6 @@ func NewVeth(t testing.TB, o VethOptions) *Veth {
 			_ = ns.Exec("ethtool", "-K", v.Inner, "tx", "off").Run()
 		}
 	}
-	return v
 }
 
 // MAC returns the MAC address of an interface in the given namespace (nil:

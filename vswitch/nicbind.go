@@ -1,0 +1,131 @@
+package vswitch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+
+	"github.com/xvswitch/xvswitch/bpf"
+	"github.com/xvswitch/xvswitch/portspec"
+	"github.com/xvswitch/xvswitch/xsk"
+)
+
+// nicBinding is what a NIC port holds of one interface (one ifindex):
+// the steering program with its pins, the UMEM, one socket per queue.
+// An interface deleted and made again under its name is another
+// interface: the port drops the old binding and makes a new one.
+type nicBinding struct {
+	ifindex int
+	mtu     int
+	up      bool // IFF_UP and IFF_RUNNING when bound
+	steer   *bpf.Steering
+	umem    *xsk.UMEM
+	socks   []*xsk.Socket // by queue
+}
+
+// nicQueueCount is how many rx queues the interface has.
+func nicQueueCount(ifname string) int {
+	m, _ := filepath.Glob(filepath.Join("/sys/class/net", ifname, "queues", "rx-*"))
+	if len(m) == 0 {
+		return 1
+	}
+	return len(m)
+}
+
+func socketMode(m portspec.NICMode) xsk.Mode {
+	switch m {
+	case portspec.ModeCopy:
+		return xsk.ModeCopy
+	case portspec.ModeZeroCopy:
+		return xsk.ModeZeroCopy
+	}
+	return xsk.ModeAuto
+}
+
+// bindNIC attaches the steering program to the interface, starts tracking
+// the host's addresses on it, and binds one socket to each of its first
+// queues rx queues, each in its XSKMAP slot. On failure it leaves nothing
+// behind.
+func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
+	ifi, err := net.InterfaceByName(spec.Ifname)
+	if err != nil {
+		return nil, fmt.Errorf("vswitch: nic %s: %w", spec.Ifname, err)
+	}
+	b := &nicBinding{ifindex: ifi.Index, mtu: ifi.MTU, up: ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0}
+	defer func() {
+		if err != nil {
+			_ = b.close()
+		}
+	}()
+	// The switch takes frames for the MACs behind its other ports, and
+	// broadcast and multicast (the VMs need ARP and neighbour discovery);
+	// the host keeps its unicast.
+	b.steer, err = bpf.Attach(spec.Ifname, bpf.Options{Policy: bpf.Policy{Mode: bpf.ModeMAC, Broadcast: true, Multicast: true}})
+	if err != nil {
+		return nil, err
+	}
+	// Broadcast ARP and IPv6 neighbour solicitations for the host's own
+	// addresses go to the host, not the switch: without this a peer could
+	// not resolve the host's address on the NIC.
+	if err := b.steer.TrackHostAddrs(context.Background()); err != nil {
+		return nil, fmt.Errorf("vswitch: nic %s: tracking the host's addresses: %w", spec.Ifname, err)
+	}
+	const perQueue = 3 * 1024 // 2 x fill ring + TX ring, the xsk defaults
+	b.umem, err = xsk.NewUMEM(xsk.UMEMConfig{FrameSize: 4096, NumFrames: uint32(perQueue * queues)})
+	if err != nil {
+		return nil, err
+	}
+	for q := 0; q < queues; q++ {
+		s, err := b.umem.Bind(ifi.Index, q, xsk.SocketConfig{Mode: socketMode(spec.Mode)})
+		if err != nil {
+			return nil, fmt.Errorf("vswitch: nic %s queue %d: %w", spec.Ifname, q, err)
+		}
+		b.socks = append(b.socks, s)
+		if err := b.steer.SetSocket(uint32(q), s.FD()); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// close detaches the program, removes its pins and closes the sockets and
+// the UMEM. No worker may be using the sockets.
+func (b *nicBinding) close() error {
+	var errs []error
+	if b.steer != nil {
+		for q := range b.socks {
+			_ = b.steer.RemoveSocket(uint32(q))
+		}
+		errs = append(errs, b.steer.Close())
+	}
+	if b.umem != nil {
+		errs = append(errs, b.umem.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// counters adds the program's verdicts and the sockets' kernel statistics
+// to k (safe beside the workers: both are syscalls the kernel serialises).
+func (b *nicBinding) counters(k map[string]uint64) {
+	if c, err := b.steer.Counters(); err == nil {
+		k["xdp_redirected"] += c.Redirected
+		k["xdp_no_socket_passed"] += c.NoSocketPassed
+		k["xdp_not_owned_passed"] += c.NotOwnedPassed
+		k["xdp_host_arp_passed"] += c.HostARPPassed
+		k["xdp_host_nd_passed"] += c.HostNDPassed
+		k["xdp_short_passed"] += c.ShortPassed
+	}
+	for _, s := range b.socks {
+		st, err := s.Stats()
+		if err != nil {
+			continue
+		}
+		k["af_xdp_rx_dropped"] += st.RXDropped
+		k["af_xdp_rx_ring_full"] += st.RXRingFull
+		k["af_xdp_rx_fill_ring_empty"] += st.RXFillRingEmptyDescs
+		k["af_xdp_rx_invalid_descs"] += st.RXInvalidDescs
+		k["af_xdp_tx_invalid_descs"] += st.TXInvalidDescs
+	}
+}

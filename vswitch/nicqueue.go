@@ -1,0 +1,155 @@
+package vswitch
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xvswitch/xvswitch/xsk"
+)
+
+// nicLink is what the data path knows of the port's interface; the
+// watcher updates it, workers load it once per burst.
+type nicLink struct {
+	up  atomic.Bool  // the interface exists, is up and has carrier
+	mtu atomic.Int32 // its MTU
+}
+
+// maxFrame is the longest frame the interface sends: MTU + Ethernet
+// header + one VLAN tag.
+func (l *nicLink) maxFrame() int { return int(l.mtu.Load()) + ethHeaderLen + 4 }
+
+// nicQueue is one queue of a NIC port: the AF_XDP socket bound to that rx
+// queue of the interface, while there is one. The queue outlives its
+// sockets: when the interface goes and comes back, the port swaps them
+// (nicrecover.go), and the switch's queue, stats and epoll set stay.
+//
+// The socket's frame stash is shared by the receive side (the worker
+// polling it returns frames) and the transmit side (any worker takes
+// frames to send), so both take mu, once per burst.
+type nicQueue struct {
+	mu   sync.Mutex
+	sock atomic.Pointer[xsk.Socket] // nil: no socket (the interface is gone)
+	link *nicLink
+	// epfd is the queue's Waker: an epoll set holding the current
+	// socket, so a worker's own epoll set, built once per snapshot, stays
+	// valid while sockets come and go.
+	epfd int
+
+	// The polling worker's: the burst between Receive and Release.
+	rx    *xsk.Socket
+	descs [MaxBurst]xsk.Desc
+	n     int
+}
+
+func newNICQueue(link *nicLink) (*nicQueue, error) {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	return &nicQueue{link: link, epfd: fd}, nil
+}
+
+// attach makes s the queue's socket.
+func (q *nicQueue) attach(s *xsk.Socket) {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(s.FD())}
+	_ = unix.EpollCtl(q.epfd, unix.EPOLL_CTL_ADD, s.FD(), &ev)
+	q.sock.Store(s)
+}
+
+// detach takes s off the queue (the data path may have let go of it
+// already). Workers may still be in a burst on it until the next
+// published snapshot: only then may it be closed.
+func (q *nicQueue) detach(s *xsk.Socket) {
+	q.sock.CompareAndSwap(s, nil)
+	_ = unix.EpollCtl(q.epfd, unix.EPOLL_CTL_DEL, s.FD(), nil)
+}
+
+// close closes the queue's epoll set; its socket is detached already.
+func (q *nicQueue) close() { unix.Close(q.epfd) }
+
+func (q *nicQueue) Receive(b *Burst, _ *Counts) (int, error) {
+	s := q.sock.Load()
+	if s == nil {
+		return 0, nil
+	}
+	q.mu.Lock()
+	n := s.Receive(q.descs[:])
+	q.mu.Unlock()
+	for i := 0; i < n; i++ {
+		b.SetOne(i, s.Frame(q.descs[i]))
+	}
+	q.rx, q.n = s, n
+	return n, nil
+}
+
+func (q *nicQueue) Release(*Burst) error {
+	if q.n == 0 {
+		return nil
+	}
+	// The socket the frames came from: the queue's may have been swapped
+	// meanwhile, this one is closed only after the burst.
+	q.mu.Lock()
+	q.rx.Release(q.descs[:q.n])
+	q.mu.Unlock()
+	q.rx, q.n = nil, 0
+	return nil
+}
+
+// Waker: the queue's epoll set polls readable when its socket's RX ring
+// has frames.
+func (q *nicQueue) Waker() Waker { return Waker{FD: q.epfd} }
+
+// Transmit copies the selected frames into UMEM frames and sends them with
+// one kick.
+func (q *nicQueue) Transmit(b *Burst, mask Mask, c *Counts) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.sock.Load()
+	if s == nil || !q.link.up.Load() {
+		// Nothing would leave: no socket, or no link. Frames queued in
+		// the TX ring now would go out late, when the link returns.
+		c.DropN(DropPortDown, mask.Count())
+		return
+	}
+	maxLen := q.link.maxFrame()
+	_, _ = s.Complete()
+	got := s.TXReserve(mask.Count())
+	slot := 0
+	var bytes uint64
+	for m := mask; m != 0; m &= m - 1 {
+		f := b.Frame(m.Lowest())
+		if f.len > maxLen {
+			c.Drop(DropTooLong)
+			continue
+		}
+		if slot >= got {
+			c.Drop(DropTxFull)
+			continue
+		}
+		buf := s.TXBuffer(slot)
+		if len(buf) < f.len {
+			c.Drop(DropTooLong)
+			continue
+		}
+		f.CopyTo(buf)
+		s.TXSetLen(slot, f.len)
+		slot++
+		bytes += uint64(f.len)
+	}
+	// A failed kick leaves the frames in the TX ring; the next burst's
+	// Complete kicks again, and xsk counts the failure (Counters.KickErrors).
+	_, err := s.TXSubmit(slot)
+	if errors.Is(err, unix.ENXIO) {
+		// The socket is no longer bound: its interface was deleted. These
+		// frames will never leave, and nor would later ones: the queue
+		// lets go of the socket at once (its port closes it when the
+		// watcher sees the interface gone).
+		c.DropN(DropPortDown, slot)
+		q.sock.CompareAndSwap(s, nil)
+		return
+	}
+	c.Frames(uint64(slot), bytes)
+}
