@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/virtq"
 )
 
 // handle executes one message with d.mu held and returns the body of its
@@ -104,13 +105,25 @@ func (d *Device) setFeatures(s *session, m *message) error {
 	if f&^d.offered != 0 {
 		return fmt.Errorf("%w: %#x, offered %#x", ErrBadFeatures, f, d.offered)
 	}
-	changed := s.featSet && f != s.features
-	s.features, s.featSet = f, true
-	if !changed {
+	if f == s.features {
 		return nil
 	}
-	// Rings running under the old features (ring kind, EVENT_IDX) are
-	// rebuilt under the new ones.
+	// Started rings were built under the old features (features 0 if
+	// this is the first SET_FEATURES: a front-end may start rings before
+	// it sends one). A ring's layout and saved state mean nothing to the
+	// other ring kind, so RING_PACKED cannot change under them; DPDK's
+	// back-end refuses any change while running in the same way.
+	if (f^s.features)&(1<<virtq.FeatureRingPacked) != 0 {
+		for _, q := range d.queues {
+			if q.ctl.kickSet {
+				return fmt.Errorf("%w: SET_FEATURES %#x changes the ring kind of started queue %d (features were %#x)",
+					ErrFeaturesChanged, f, q.index, s.features)
+			}
+		}
+	}
+	s.features = f
+	// Rings running under the old features (header length, EVENT_IDX,
+	// IN_ORDER) are rebuilt under the new ones from their saved state.
 	if _, ok := d.pauseAll(); !ok {
 		return fmt.Errorf("%w: a poller did not release its rings", ErrRejected)
 	}

@@ -17,7 +17,6 @@ type session struct {
 	id       uint64
 	mc       *msgConn
 	features uint64
-	featSet  bool
 	protocol uint64
 	status   uint8
 	mtu      int
