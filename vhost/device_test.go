@@ -195,7 +195,7 @@ func TestFramesBothWays(t *testing.T) {
 			if err != nil || len(cs) != len(sent) {
 				t.Fatalf("guest reaped %d TX completions (%v), want %d", len(cs), err, len(sent))
 			}
-			if s.f.WaitCall(1, 0) == 0 {
+			if s.f.WaitCall(1, vhosttest.Timeout) == 0 {
 				t.Fatal("TX completions without an interrupt")
 			}
 			st := s.d.TxQueue(0).Stats()
@@ -224,7 +224,7 @@ func TestFramesBothWays(t *testing.T) {
 					t.Fatalf("RX %d: bytes differ", i)
 				}
 			}
-			if s.f.WaitCall(0, 0) == 0 {
+			if s.f.WaitCall(0, vhosttest.Timeout) == 0 {
 				t.Fatal("RX delivery without an interrupt")
 			}
 		})

@@ -27,6 +27,9 @@ var (
 	// change (the ring kind).
 	ErrFeaturesChanged = errors.New("vhost: features changed under started rings")
 	ErrUnknown         = errors.New("vhost: unknown or unsupported request")
+	// ErrNotifyBlocked: a call or error eventfd the front-end handed
+	// over blocks the device's writes (its counter is full).
+	ErrNotifyBlocked = errors.New("vhost: notification eventfd blocked")
 
 	// ErrRejected means a well-formed request asked for something the
 	// device refuses (an MTU out of range, a config write); the front-end

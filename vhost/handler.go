@@ -37,6 +37,10 @@ func (d *Device) handle(s *session, m *message) ([]byte, error) {
 	case reqResetOwner:
 		// Deprecated; the spec recommends disabling all rings.
 		d.resetRings()
+		for i := range d.queues {
+			s.callLine(i).SetFD(-1)
+			s.errLine(i).SetFD(-1)
+		}
 	case reqSetMemTable:
 		err = d.setMemTable(s, m)
 	case reqAddMemReg:
@@ -220,13 +224,18 @@ func (d *Device) setVringFD(s *session, m *message) error {
 		if fd = m.takeFD(); fd < 0 {
 			return fmt.Errorf("%w: %v for queue %d without an fd", ErrBadFDs, m.req, q.index)
 		}
+		if err := checkEventFD(fd); err != nil {
+			closeFD(fd)
+			return fmt.Errorf("%w: %v for queue %d: %v", ErrBadFDs, m.req, q.index, err)
+		}
 	}
 	c := &q.ctl
 	switch m.req {
 	case reqSetVringKick:
 		if fd >= 0 {
-			// ClearKick must never block, whatever the front-end made
-			// the eventfd with.
+			// The common case of a kick read that never blocks. The
+			// front-end shares the flag and may clear it again, so
+			// Queue.Drain does not rely on it (virtionet.ReadEventFD).
 			if err := unix.SetNonblock(fd, true); err != nil {
 				closeFD(fd)
 				return fmt.Errorf("%w: kick fd: %v", ErrBadFDs, err)
@@ -244,14 +253,11 @@ func (d *Device) setVringFD(s *session, m *message) error {
 		}
 		return d.tryStart(s, q)
 	case reqSetVringCall:
-		old := c.callFD
-		c.callFD = fd
-		if d.republish(s, q) {
-			closeFD(old)
-		}
+		// The Notifier takes it over; the worker's queue signals the
+		// same line whatever fd is behind it, so nothing is republished.
+		s.callLine(q.index).SetFD(fd)
 	case reqSetVringErr:
-		closeFD(c.errFD)
-		c.errFD = fd
+		s.errLine(q.index).SetFD(fd)
 	}
 	return nil
 }
