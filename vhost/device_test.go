@@ -96,6 +96,15 @@ func startSession(t testing.TB, cfg vhost.Config, packed bool, features uint64) 
 	return &testSession{d: d, f: f, evs: evs, mu: mu}
 }
 
+// bothRings runs f on a fresh session (DefaultFeatures) of each ring kind.
+func bothRings(t *testing.T, f func(t *testing.T, s *testSession)) {
+	for _, packed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("packed=%v", packed), func(t *testing.T) {
+			f(t, startSession(t, vhost.Config{}, packed, vhosttest.DefaultFeatures))
+		})
+	}
+}
+
 // tx is the guest's view of vring 1.
 func (s *testSession) tx() *vhosttest.Ring { return s.f.TxRing(0) }
 

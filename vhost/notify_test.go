@@ -1,7 +1,6 @@
 package vhost_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
@@ -20,16 +19,8 @@ import (
 // finds the error signalled.
 func TestErrFDFull(t *testing.T) {
 	s := startSession(t, vhost.Config{}, false, vhosttest.DefaultFeatures)
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fd := vhosttest.FullEventFD(t)
 	defer unix.Close(fd)
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], 0xffff_ffff_ffff_fffe)
-	if _, err := unix.Write(fd, b[:]); err != nil {
-		t.Fatal(err)
-	}
 	s.f.MustAck(vhosttest.ReqSetVringErr, vhosttest.U64(0), fd)
 	// A message that breaks the session.
 	if err := s.f.SendMsg(vhosttest.ReqGetFeatures, 0x2, nil); err != nil {

@@ -137,36 +137,12 @@ func TestNotifyOncePerBurst(t *testing.T) {
 	}
 }
 
-// fullEventFD is a blocking eventfd with its counter at the maximum: a
-// write of 1 blocks until someone reads it.
-func fullEventFD(t *testing.T) int {
-	t.Helper()
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	fillEventFD(t, fd)
-	return fd
-}
+// maxCount is the eventfd counter's maximum, as a write's payload: once
+// the counter holds it, a write of 1 blocks until someone reads.
+var maxCount = [8]byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
-func fillEventFD(t *testing.T, fd int) {
-	t.Helper()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], 0xffff_ffff_ffff_fffe)
-	if _, err := unix.Write(fd, b[:]); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func openFDs(t *testing.T) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
-}
+// fdCount is how many fds the process has open.
+func fdCount() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
 
 // TestNotifierStuckLine: a write that blocks (a blocking eventfd the
 // front-end filled) holds up only the Notifier's goroutine. Signal keeps
@@ -175,13 +151,22 @@ func openFDs(t *testing.T) int {
 // left full, the line is reported stalled; Close frees the blocked write
 // and every fd.
 func TestNotifierStuckLine(t *testing.T) {
-	fds := openFDs(t)
+	fds := fdCount()
 	stalled := make(chan int, 1)
 	n, err := NewNotifier(NotifierConfig{Lines: 2, StallAfter: 50 * time.Millisecond, Stalled: func(l int) { stalled <- l }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := fullEventFD(t)
+	full, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // blocking
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := func() {
+		if _, err := unix.Write(full, maxCount[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill()
 	other, readOther := eventfd(t)
 	n.Line(0).SetFD(dupFD(t, full))
 	n.Line(1).SetFD(dupFD(t, other))
@@ -217,7 +202,7 @@ func TestNotifierStuckLine(t *testing.T) {
 	}
 
 	// Full again and left so: reported stalled.
-	fillEventFD(t, full)
+	fill()
 	n.Line(0).Signal()
 	select {
 	case l := <-stalled:
@@ -238,7 +223,7 @@ func TestNotifierStuckLine(t *testing.T) {
 	}
 	unix.Close(full)
 	unix.Close(other)
-	if now := openFDs(t); now != fds {
+	if now := fdCount(); now != fds {
 		t.Fatalf("fds %d before, %d after", fds, now)
 	}
 }
@@ -247,7 +232,7 @@ func TestNotifierStuckLine(t *testing.T) {
 // another goroutine signals: every fd handed over is closed exactly once
 // by the time the Notifier is done, and signals reach the fd in place.
 func TestNotifierSetFD(t *testing.T) {
-	fds := openFDs(t)
+	fds := fdCount()
 	n, err := NewNotifier(NotifierConfig{Lines: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +269,7 @@ func TestNotifierSetFD(t *testing.T) {
 	if n.Line(0).Signal() {
 		t.Fatal("a line of a closed notifier has an fd")
 	}
-	if now := openFDs(t); now != fds+1 {
+	if now := fdCount(); now != fds+1 {
 		t.Fatalf("fds %d before (and the test's eventfd), %d after", fds, now)
 	}
 }

@@ -1,7 +1,6 @@
 package vswitch
 
 import (
-	"encoding/binary"
 	"runtime"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/xvswitch/xvswitch/ctl"
 	"github.com/xvswitch/xvswitch/vhost/vhosttest"
+	"github.com/xvswitch/xvswitch/virtionet"
 )
 
 // Hostile notification fds: a front-end hands over a call eventfd on which
@@ -19,41 +19,27 @@ import (
 // with a bystander pair keeps forwarding, the control path keeps
 // answering.
 
-// fullEventFD is a blocking eventfd whose counter is at its maximum
-// (0xfffffffffffffffe): adding 1 to it blocks until someone reads it.
-func fullEventFD(t *testing.T) int {
+// counter reads (and clears) an eventfd's counter, as the guest's side
+// does; 0 means it was zero.
+func counter(t *testing.T, fd int) uint64 {
 	t.Helper()
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	c, err := virtionet.ReadEventFD(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Close(fd) })
-	fill(t, fd)
-	return fd
+	return c
 }
 
-func fill(t *testing.T, fd int) {
+// brokenFor waits for port name to be broken and checks that its detail
+// says why.
+func brokenFor(t *testing.T, s *Switch, name, why string) {
 	t.Helper()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], 0xffff_ffff_ffff_fffe)
-	if _, err := unix.Write(fd, b[:]); err != nil {
-		t.Fatal(err)
+	waitFor(t, name+" broken", func() bool { return portState(s, name) == "broken" })
+	for _, p := range s.Ports() {
+		if p.Name == name && !strings.Contains(p.Detail, why) {
+			t.Errorf("%s's detail %q does not say why (%q)", name, p.Detail, why)
+		}
 	}
-}
-
-// counter reads (and clears) a blocking eventfd's counter if it is not
-// zero; 0 means it was.
-func counter(t *testing.T, fd int) uint64 {
-	t.Helper()
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	if n, err := unix.Poll(fds, 0); err != nil || n == 0 {
-		return 0
-	}
-	var b [8]byte
-	if _, err := unix.Read(fd, b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return binary.LittleEndian.Uint64(b[:])
 }
 
 // answers checks that the control path answers promptly.
@@ -87,7 +73,7 @@ func TestVhostStuckCallFD(t *testing.T) {
 	fds, rss, gors := openFDs(t), rssKiB(t), runtime.NumGoroutine()
 	quiet := exchange(t, a, b, 64)
 
-	stuck := fullEventFD(t)
+	stuck := vhosttest.FullEventFD(t)
 	bad.fe.MustAck(vhosttest.ReqSetVringCall, vhosttest.U64(1), stuck)
 	const n = 20
 	b.fe.PostRx(0, n+2)
@@ -132,15 +118,10 @@ func TestVhostStuckCallFD(t *testing.T) {
 	rearm()
 
 	// Stuck for good: the device is broken with the reason.
-	fill(t, stuck)
+	vhosttest.FillEventFD(t, stuck)
 	bad.fe.Send(0, bad.frameTo(b.mac, n+1))
 	b.receive(t, 0, 1)
-	waitFor(t, "bad broken", func() bool { return portState(s, "bad") == "broken" })
-	for _, p := range s.Ports() {
-		if p.Name == "bad" && !strings.Contains(p.Detail, "call eventfd") {
-			t.Errorf("bad's detail %q does not say why", p.Detail)
-		}
-	}
+	brokenFor(t, s, "bad", "call eventfd")
 	exchange(t, a, b, 64)
 	answers(t, s)
 	balance(t, s)
@@ -175,12 +156,7 @@ func TestVhostEventFDsOnly(t *testing.T) {
 	if err != nil || v == 0 {
 		t.Fatalf("SET_VRING_CALL with a pipe: status %d, %v; want a failure", v, err)
 	}
-	waitFor(t, "bad broken", func() bool { return portState(s, "bad") == "broken" })
-	for _, pi := range s.Ports() {
-		if pi.Name == "bad" && !strings.Contains(pi.Detail, "not an eventfd") {
-			t.Errorf("bad's detail %q does not say why", pi.Detail)
-		}
-	}
+	brokenFor(t, s, "bad", "not an eventfd")
 	exchange(t, a, b, 64)
 	answers(t, s)
 }
