@@ -163,10 +163,19 @@ func (r *Ring) popChain(b *virtq.Burst, w uint32) error {
 	return r.commit(b, c, id, slots)
 }
 
-// addBuf translates one buffer of chain c into b's segments.
+// addBuf translates one buffer of chain c into b's segments. A buffer of
+// length 0 makes the chain Malformed; the buffers of a malformed chain are
+// not translated (it is dropped whole), its descriptors still walked.
 func (r *Ring) addBuf(b *virtq.Burst, c *virtq.Chain, addr uint64, ln uint32, write bool) error {
-	if ln == 0 || uint64(ln) > r.maxLen {
+	if ln == 0 {
+		b.MarkMalformed(c)
+		return nil
+	}
+	if uint64(ln) > r.maxLen {
 		return fmt.Errorf("%w: %d bytes at %#x", virtq.ErrBadLength, ln, addr)
+	}
+	if c.Malformed {
+		return nil
 	}
 	total := c.ReadLen
 	if write {
@@ -216,7 +225,15 @@ func (r *Ring) commit(b *virtq.Burst, c *virtq.Chain, id, slots uint16) error {
 	}
 	c.ID, c.Descs = id, slots
 	b.CommitChain()
-	r.inflight[id] = inflightBuf{descs: slots, writeLen: c.WriteLen}
+	wl := c.WriteLen
+	if c.Malformed {
+		// Its writable bytes as the driver counts them are unknown, so
+		// an IN_ORDER push must not fold it into a run (whose skipped
+		// buffers the driver takes as completely written): it gets a
+		// used descriptor of its own.
+		wl = math.MaxUint32
+	}
+	r.inflight[id] = inflightBuf{descs: slots, writeLen: wl}
 	if r.inOrder {
 		r.order[(r.orderHead+r.nInFlight)%len(r.order)] = id
 	}

@@ -61,7 +61,7 @@ type Ring struct {
 
 type inflightBuf struct {
 	descs    uint16 // ring slots the chain took; 0 when not in flight
-	writeLen uint32 // its writable bytes: used lengths are clamped to it, and IN_ORDER runs need it
+	writeLen uint32 // its writable bytes: used lengths are clamped to it, and IN_ORDER runs need it (MaxUint32: unknown, a malformed chain)
 }
 
 const kicksUnknown = ^uint32(0)

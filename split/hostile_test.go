@@ -91,15 +91,6 @@ func TestHostile(t *testing.T) {
 			h.d.WriteDesc(2+virtq.MaxChainDescs, h.good, 1, 0, 0)
 			return 2
 		}},
-		{"zero length", 8, featAll, virtq.ErrBadLength, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.good, 0, 0, 0)
-			return 2
-		}},
-		{"zero length later in chain", 8, featAll, virtq.ErrBadLength, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.good, 10, fN, 3)
-			h.d.WriteDesc(3, h.good, 0, fW, 0)
-			return 2
-		}},
 		{"address in a gap", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
 			h.d.WriteDesc(2, h.gap, 10, 0, 0)
 			return 2
@@ -155,10 +146,6 @@ func TestHostile(t *testing.T) {
 		}},
 		{"indirect entry outside memory", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
 			h.d.WriteDesc(2, h.table([4]uint64{h.gap, 10, 0, 0}), 16, fI, 0)
-			return 2
-		}},
-		{"indirect entry of length 0", 8, featAll, virtq.ErrBadLength, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, fN, 1}, [4]uint64{h.good, 0, fW, 0}), 32, fI, 0)
 			return 2
 		}},
 		{"indirect loop", 8, featAll, virtq.ErrLoop, func(h *hostileRing) int {

@@ -201,10 +201,16 @@ func (r *Ring) addBuf(b *virtq.Burst, st *chainState, addr uint64, length uint32
 	if st.total > virtq.MaxChainDescs {
 		return fmt.Errorf("%w: more than %d descriptors", virtq.ErrChainTooLong, virtq.MaxChainDescs)
 	}
-	if length == 0 {
-		return fmt.Errorf("%w: zero-length buffer at %#x", virtq.ErrBadLength, addr)
-	}
 	c := st.c
+	// A buffer of length 0 makes the chain Malformed: it is dropped
+	// whole, so neither it nor the chain's other buffers are translated;
+	// the walk goes on to find the chain's end.
+	if length == 0 {
+		b.MarkMalformed(c)
+	}
+	if c.Malformed {
+		return nil
+	}
 	if write {
 		st.writing = true
 		if c.WriteLen+length < length {

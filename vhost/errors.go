@@ -23,7 +23,13 @@ var (
 	ErrBadQueue    = errors.New("vhost: queue index out of range")
 	ErrBadFeatures = errors.New("vhost: front-end set features the device does not offer")
 	ErrBadMemTable = errors.New("vhost: unusable memory table")
-	ErrUnknown     = errors.New("vhost: unknown or unsupported request")
+	// ErrFeaturesChanged: SET_FEATURES changed what started rings cannot
+	// change (the ring kind).
+	ErrFeaturesChanged = errors.New("vhost: features changed under started rings")
+	ErrUnknown         = errors.New("vhost: unknown or unsupported request")
+	// ErrNotifyBlocked: a call or error eventfd the front-end handed
+	// over blocks the device's writes (its counter is full).
+	ErrNotifyBlocked = errors.New("vhost: notification eventfd blocked")
 
 	// ErrRejected means a well-formed request asked for something the
 	// device refuses (an MTU out of range, a config write); the front-end

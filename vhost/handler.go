@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/virtq"
 )
 
 // handle executes one message with d.mu held and returns the body of its
@@ -36,6 +37,10 @@ func (d *Device) handle(s *session, m *message) ([]byte, error) {
 	case reqResetOwner:
 		// Deprecated; the spec recommends disabling all rings.
 		d.resetRings()
+		for i := range d.queues {
+			s.callLine(i).SetFD(-1)
+			s.errLine(i).SetFD(-1)
+		}
 	case reqSetMemTable:
 		err = d.setMemTable(s, m)
 	case reqAddMemReg:
@@ -104,13 +109,25 @@ func (d *Device) setFeatures(s *session, m *message) error {
 	if f&^d.offered != 0 {
 		return fmt.Errorf("%w: %#x, offered %#x", ErrBadFeatures, f, d.offered)
 	}
-	changed := s.featSet && f != s.features
-	s.features, s.featSet = f, true
-	if !changed {
+	if f == s.features {
 		return nil
 	}
-	// Rings running under the old features (ring kind, EVENT_IDX) are
-	// rebuilt under the new ones.
+	// Started rings were built under the old features (features 0 if
+	// this is the first SET_FEATURES: a front-end may start rings before
+	// it sends one). A ring's layout and saved state mean nothing to the
+	// other ring kind, so RING_PACKED cannot change under them; DPDK's
+	// back-end refuses any change while running in the same way.
+	if (f^s.features)&(1<<virtq.FeatureRingPacked) != 0 {
+		for _, q := range d.queues {
+			if q.ctl.kickSet {
+				return fmt.Errorf("%w: SET_FEATURES %#x changes the ring kind of started queue %d (features were %#x)",
+					ErrFeaturesChanged, f, q.index, s.features)
+			}
+		}
+	}
+	s.features = f
+	// Rings running under the old features (header length, EVENT_IDX,
+	// IN_ORDER) are rebuilt under the new ones from their saved state.
 	if _, ok := d.pauseAll(); !ok {
 		return fmt.Errorf("%w: a poller did not release its rings", ErrRejected)
 	}
@@ -207,13 +224,18 @@ func (d *Device) setVringFD(s *session, m *message) error {
 		if fd = m.takeFD(); fd < 0 {
 			return fmt.Errorf("%w: %v for queue %d without an fd", ErrBadFDs, m.req, q.index)
 		}
+		if err := checkEventFD(fd); err != nil {
+			closeFD(fd)
+			return fmt.Errorf("%w: %v for queue %d: %v", ErrBadFDs, m.req, q.index, err)
+		}
 	}
 	c := &q.ctl
 	switch m.req {
 	case reqSetVringKick:
 		if fd >= 0 {
-			// ClearKick must never block, whatever the front-end made
-			// the eventfd with.
+			// The common case of a kick read that never blocks. The
+			// front-end shares the flag and may clear it again, so
+			// Queue.Drain does not rely on it (virtionet.ReadEventFD).
 			if err := unix.SetNonblock(fd, true); err != nil {
 				closeFD(fd)
 				return fmt.Errorf("%w: kick fd: %v", ErrBadFDs, err)
@@ -231,14 +253,11 @@ func (d *Device) setVringFD(s *session, m *message) error {
 		}
 		return d.tryStart(s, q)
 	case reqSetVringCall:
-		old := c.callFD
-		c.callFD = fd
-		if d.republish(s, q) {
-			closeFD(old)
-		}
+		// The Notifier takes it over; the worker's queue signals the
+		// same line whatever fd is behind it, so nothing is republished.
+		s.callLine(q.index).SetFD(fd)
 	case reqSetVringErr:
-		closeFD(c.errFD)
-		c.errFD = fd
+		s.errLine(q.index).SetFD(fd)
 	}
 	return nil
 }

@@ -126,6 +126,19 @@ func TestMalformed(t *testing.T) {
 			defer unix.Close(fd)
 			return f.SendMsg(vhosttest.ReqSetVringCall, vhosttest.FlagVersion|vhosttest.FlagNeedReply, vhosttest.U64(vhosttest.VringNoFD), fd)
 		}, true, nil},
+		// Kick, call and error fds must be eventfds (checkEventFD): a
+		// pipe or a memfd could block or mean anything.
+		{"kick that is a pipe", func(f *vhosttest.FrontEnd) error {
+			return sendPipe(t, f, vhosttest.ReqSetVringKick)
+		}, true, vhost.ErrBadFDs},
+		{"call that is a pipe", func(f *vhosttest.FrontEnd) error {
+			return sendPipe(t, f, vhosttest.ReqSetVringCall)
+		}, true, vhost.ErrBadFDs},
+		{"error fd that is a memfd", func(f *vhosttest.FrontEnd) error {
+			fd := vhosttest.MemFD(t, 4096)
+			defer unix.Close(fd)
+			return f.SendMsg(vhosttest.ReqSetVringErr, vhosttest.FlagVersion|vhosttest.FlagNeedReply, vhosttest.U64(0), fd)
+		}, true, vhost.ErrBadFDs},
 		{"nine fds", func(f *vhosttest.FrontEnd) error {
 			var fds []int
 			for i := 0; i < 9; i++ {
@@ -208,4 +221,16 @@ func countFDs(t testing.TB) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// sendPipe sends req for vring 0 with the write end of a new pipe.
+func sendPipe(t *testing.T, f *vhosttest.FrontEnd, req vhosttest.Request) error {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	return f.SendMsg(req, vhosttest.FlagVersion|vhosttest.FlagNeedReply, vhosttest.U64(0), p[1])
 }

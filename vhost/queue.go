@@ -80,7 +80,6 @@ type Active struct {
 	q       *Queue
 	session uint64
 	kickFD  int // -1: the front-end never kicks (poll mode)
-	callFD  int // -1: the front-end wants no interrupts
 }
 
 // Begin starts a burst on the queue and returns its running state, or nil
@@ -125,10 +124,8 @@ func (q *Queue) rebind(s *snapshot) {
 		a.Ring.DisableKicks()
 		if a.Rx != nil {
 			a.Rx.Reset(a.Ring)
-			a.Rx.SetCallFD(a.callFD)
 		} else {
 			a.Tx.Reset(a.Ring)
-			a.Tx.SetCallFD(a.callFD)
 		}
 	}
 	q.bound = s
@@ -171,7 +168,11 @@ func (q *Queue) Drain() {
 	_, _ = unix.Read(q.wakefd, b[:])
 	if a := q.Begin(); a != nil {
 		if a.kickFD >= 0 {
-			_, _ = unix.Read(a.kickFD, b[:])
+			// Never a plain read: the front-end can clear O_NONBLOCK
+			// on the kick eventfd (the flag is the open file's, which
+			// it shares), and a wake-up for a state change comes with
+			// the kick counter at zero.
+			_, _ = virtionet.ReadEventFD(a.kickFD)
 		}
 		q.End()
 	}

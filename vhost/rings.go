@@ -22,8 +22,6 @@ type queueCtl struct {
 	base    uint32
 	kickSet bool // SET_VRING_KICK seen: the ring is started
 	kickFD  int  // -1: none, or poll mode
-	callFD  int
-	errFD   int
 	enabled bool
 	ring    virtq.Ring
 	act     *Active // what Begin returns, nil while stopped
@@ -36,7 +34,7 @@ type queueCtl struct {
 }
 
 func (c *queueCtl) reset() {
-	*c = queueCtl{kickFD: -1, callFD: -1, errFD: -1}
+	*c = queueCtl{kickFD: -1}
 }
 
 // startable reports whether the ring has everything it needs to run.
@@ -81,7 +79,7 @@ func (d *Device) ensureNetQueue(s *session, q *Queue) {
 		return
 	}
 	c.netSID, c.netFeatures, c.netMaxFrame = s.id, s.features, mf
-	nc := virtionet.QueueConfig{Index: q.index, Features: s.features, MaxFrame: mf}
+	nc := virtionet.QueueConfig{Index: q.index, Features: s.features, MaxFrame: mf, Call: s.callLine(q.index)}
 	if q.index%2 == 0 {
 		q.rx.Store(virtionet.NewRxQueue(nil, nc))
 	} else {
@@ -93,7 +91,7 @@ func (d *Device) newActive(s *session, q *Queue) *Active {
 	c := &q.ctl
 	return &Active{Rx: q.rx.Load(), Tx: q.tx.Load(), Ring: c.ring, Mem: s.mem,
 		Features: s.features, Index: q.index,
-		q: q, session: s.id, kickFD: c.kickFD, callFD: c.callFD}
+		q: q, session: s.id, kickFD: c.kickFD}
 }
 
 // mtu is the MTU the session's frames are held to: NET_SET_MTU's, else
@@ -222,18 +220,19 @@ func (d *Device) restartAll(s *session) error {
 	return errors.Join(errs...)
 }
 
-// resetRings stops every ring, closes every queue's eventfds and forgets
-// the ring setup (RESET_OWNER, session end). It reports false if some
-// poller did not let go; then the fds are leaked, not closed under it.
+// resetRings stops every ring, closes every queue's kick eventfd and
+// forgets the ring setup (RESET_OWNER, session end). It reports false if
+// some poller did not let go; then the kick fds are leaked, not closed
+// under it. The call and error eventfds are the session's Notifier's:
+// closed with it at the session's end, after what it owes them (the
+// error signal of a broken session) is written.
 func (d *Device) resetRings() bool {
 	_, ok := d.pauseAll()
 	for _, q := range d.queues {
 		c := &q.ctl
 		if ok {
 			closeFD(c.kickFD)
-			closeFD(c.callFD)
 		}
-		closeFD(c.errFD) // never used by the data path
 		c.reset()
 		if q.curKick >= 0 {
 			q.publish(nil) // deregisters the kick fd from epfd
@@ -242,14 +241,13 @@ func (d *Device) resetRings() bool {
 	return ok
 }
 
-// signalErr writes every queue's error eventfd (SET_VRING_ERR), so the
-// front-end learns why the connection is about to close.
-func (d *Device) signalErr() {
-	one := [8]byte{1}
+// signalErr signals every queue's error eventfd (SET_VRING_ERR), so the
+// front-end learns why the connection is about to close. The session's
+// Notifier writes them: the control path holds d.mu here and must not
+// block on an eventfd the front-end chose.
+func (d *Device) signalErr(s *session) {
 	for _, q := range d.queues {
-		if q.ctl.errFD >= 0 {
-			_, _ = unix.Write(q.ctl.errFD, one[:])
-		}
+		s.errLine(q.index).Signal()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/virtionet"
 	"github.com/xvswitch/xvswitch/virtq"
 )
 
@@ -17,7 +18,6 @@ type session struct {
 	id       uint64
 	mc       *msgConn
 	features uint64
-	featSet  bool
 	protocol uint64
 	status   uint8
 	mtu      int
@@ -28,7 +28,15 @@ type session struct {
 	ending   bool   // endSession is tearing it down
 	broken   error
 	events   []Event
+	// notify writes the session's call and error eventfds (lines
+	// 0..n-1: queue i's call; n..2n-1: its error eventfd), off the
+	// workers and the control path.
+	notify *virtionet.Notifier
+	nq     int
 }
+
+func (s *session) callLine(q int) *virtionet.Line { return s.notify.Line(q) }
+func (s *session) errLine(q int) *virtionet.Line  { return s.notify.Line(s.nq + q) }
 
 func (s *session) packed() bool { return virtq.Has(s.features, virtq.FeatureRingPacked) }
 
@@ -55,7 +63,14 @@ func (d *Device) ServeConn(c *net.UnixConn) error {
 		return ErrBusy
 	}
 	d.nextSID++
-	s := &session{id: d.nextSID, mc: newMsgConn(c)}
+	s := &session{id: d.nextSID, mc: newMsgConn(c), nq: len(d.queues)}
+	n, err := d.newNotifier(s)
+	if err != nil {
+		d.mu.Unlock()
+		_ = c.Close()
+		return fmt.Errorf("vhost %s: %w", d.cfg.Name, err)
+	}
+	s.notify = n
 	d.sess = s
 	d.curSID.Store(s.id)
 	// Close waits for the session's teardown.
@@ -70,7 +85,7 @@ func (d *Device) ServeConn(c *net.UnixConn) error {
 	d.mu.Unlock()
 
 	d.emit(Event{Kind: EventConnected, session: s.id})
-	err := d.serve(s)
+	err = d.serve(s)
 	return d.endSession(s, err)
 }
 
@@ -164,14 +179,19 @@ func (d *Device) endSession(s *session, err error) error {
 		if s.hasProto(ProtoStatus) {
 			s.status |= StatusNeedsReset
 		}
-		d.signalErr()
+		d.signalErr(s)
 		d.mu.Unlock()
 		d.emit(Event{Kind: EventBroken, Err: err})
 	}
 	d.mu.Lock()
 	s.ending = true
-	if d.resetRings() {
+	released := d.resetRings()
+	if released {
 		unmapAll(s.maps)
+		// No poller can reach the session's queues any more, so none
+		// signals its Notifier again. Otherwise it stays, like the
+		// mappings, rather than close an fd a poller may still write.
+		s.notify.Close()
 	}
 	s.maps, s.mem = nil, nil
 	d.updateReady(s)
@@ -181,6 +201,9 @@ func (d *Device) endSession(s *session, err error) error {
 	evs := s.events
 	s.events = nil
 	d.mu.Unlock()
+	if released {
+		d.awaitNotifier(s.notify)
+	}
 	for _, e := range evs {
 		e.quiet = true // the disconnect's line says it
 		d.emit(e)

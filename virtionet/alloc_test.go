@@ -17,11 +17,10 @@ func TestAllocsRx(t *testing.T) {
 		for _, mrg := range []uint64{0, featMrg} {
 			t.Run(k.String()+map[uint64]string{0: "", featMrg: "/mrg"}[mrg], func(t *testing.T) {
 				g := newGuest(t, k, allocRing, 0)
-				q := NewRxQueue(g.ring, QueueConfig{Features: featV1 | mrg})
+				line, _ := callLine(t)
+				q := NewRxQueue(g.ring, QueueConfig{Features: featV1 | mrg, Call: line})
 				p := newPool(g, 2048, nil)
 				g.refill(p, 2048, true)
-				fd, _ := eventfd(t)
-				q.SetCallFD(fd)
 				g.interrupts(true)
 				f := &Frames{}
 				for f.AddBytes(frame(rand.New(rand.NewSource(1)), 1000)) {
@@ -47,16 +46,14 @@ func TestAllocsTxToRx(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			a := newGuest(t, k, allocRing, 0)
 			b := newGuest(t, k, allocRing, 0)
-			tx := NewTxQueue(a.ring, QueueConfig{Index: 1, Features: featV1})
-			rx := NewRxQueue(b.ring, QueueConfig{Features: featV1 | featMrg})
+			line, _ := callLine(t)
+			tx := NewTxQueue(a.ring, QueueConfig{Index: 1, Features: featV1, Call: line})
+			rx := NewRxQueue(b.ring, QueueConfig{Features: featV1 | featMrg, Call: line})
 			src := frame(rand.New(rand.NewSource(1)), 1000)
 			pa := newPool(a, HeaderLen+1000, func(m []byte) { copy(m[HeaderLen:], src) })
 			pb := newPool(b, 2048, nil)
 			a.refill(pa, HeaderLen+1000, false)
 			b.refill(pb, 2048, true)
-			fd, _ := eventfd(t)
-			tx.SetCallFD(fd)
-			rx.SetCallFD(fd)
 			a.interrupts(true)
 			b.interrupts(true)
 			allocs := testing.AllocsPerRun(100, func() {

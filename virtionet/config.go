@@ -17,6 +17,9 @@ type QueueConfig struct {
 	// header) the queue passes, MaxFrameLen(mtu); longer ones are dropped
 	// as DropTooLong. Zero means MaxFrameLen(1500).
 	MaxFrame int
+	// Call is the line of a Notifier that interrupts the guest for this
+	// queue (vhost-user SET_VRING_CALL); nil for none.
+	Call *Line
 }
 
 func (c *QueueConfig) maxFrame() int {
@@ -27,7 +30,7 @@ func (c *QueueConfig) maxFrame() int {
 }
 
 // queueBase is what both queue kinds share: the ring, the counters, the
-// call eventfd and the error that broke the queue.
+// line that interrupts the guest and the error that broke the queue.
 type queueBase struct {
 	ring     virtq.Ring
 	index    int
@@ -35,7 +38,7 @@ type queueBase struct {
 	maxFrame int
 	err      error // non-nil once the ring failed; returned from then on
 	ctr      counters
-	call     caller
+	call     *Line
 }
 
 func (q *queueBase) init(ring virtq.Ring, cfg QueueConfig) {
@@ -43,7 +46,7 @@ func (q *queueBase) init(ring virtq.Ring, cfg QueueConfig) {
 	q.index = cfg.Index
 	q.hdrLen = HeaderLenFor(cfg.Features)
 	q.maxFrame = cfg.maxFrame()
-	q.call.init()
+	q.call = cfg.Call
 }
 
 // fail marks the queue broken with the ring's error. It allocates once, when
@@ -53,18 +56,14 @@ func (q *queueBase) fail(op string, err error) {
 }
 
 // notify interrupts the guest once if it asked for it; called once per
-// burst after the last Push.
+// burst after the last Push. The interrupt is the Notifier's to write:
+// this only raises the line, so a front-end's eventfd never blocks the
+// worker.
 func (q *queueBase) notify() {
-	if q.ring.NeedNotify() && q.call.signal() {
+	if q.ring.NeedNotify() && q.call.Signal() {
 		q.ctr.notified()
 	}
 }
-
-// SetCallFD sets the eventfd that interrupts the guest (vhost-user
-// SET_VRING_CALL); -1 for none. Safe to call from any goroutine; the worker
-// picks it up at its next notification. The owner must keep an fd it
-// replaced open until the worker is past its current burst.
-func (q *queueBase) SetCallFD(fd int) { q.call.fd.Store(int32(fd)) }
 
 // Snapshot returns the counters as of the end of the last burst. Safe to
 // call from any goroutine.

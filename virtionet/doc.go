@@ -8,7 +8,9 @@
 // It knows nothing of the vhost-user protocol (vhost/ owns the rings and the
 // eventfds and hands them here) and nothing of forwarding (switch/ decides
 // where a frame goes). Each queue is owned by one worker goroutine; only
-// Snapshot and SetCallFD may be called from elsewhere.
+// Snapshot may be called from elsewhere. Interrupts go through a Notifier
+// (notify.go), whose goroutine writes the guest's call eventfds so that a
+// write that blocks never holds up a worker.
 //
 // A frame crosses at most one copy: from a UMEM frame or another guest's TX
 // buffers straight into this guest's RX buffers. Every frame handed to a

@@ -10,7 +10,8 @@ const (
 	// DropTooLong: the frame is longer than the queue's MaxFrame.
 	DropTooLong
 	// DropMalformed: a TX chain shorter than the virtio-net header plus an
-	// Ethernet header, or one with device-writable buffers.
+	// Ethernet header, one with device-writable buffers, or one with a
+	// zero-length descriptor (virtq.Chain.Malformed).
 	DropMalformed
 	// DropGuestBufferTooSmall: without MRG_RXBUF the guest's receive buffer
 	// cannot hold the frame; with it, the frame needs more buffers than one

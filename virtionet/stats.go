@@ -12,7 +12,9 @@ type Stats struct {
 	Packets uint64
 	Bytes   uint64
 	Drops   [NumDropReasons]uint64
-	// Notifies counts the interrupts (call eventfd writes) sent to the guest.
+	// Notifies counts the interrupts asked of the Notifier (bursts after
+	// which the guest wanted one; one raised again before the Notifier
+	// wrote the first is written once).
 	Notifies uint64
 }
 

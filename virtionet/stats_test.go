@@ -5,11 +5,13 @@ import (
 	"testing"
 )
 
-// TestSnapshotConcurrent: Snapshot and SetCallFD from another goroutine
-// while the worker delivers (run with -race), and counters only grow.
+// TestSnapshotConcurrent: Snapshot and the call line's SetFD from another
+// goroutine while the worker delivers and signals (run with -race), and
+// counters only grow.
 func TestSnapshotConcurrent(t *testing.T) {
 	r := &fakeRing{notify: true}
-	q := NewRxQueue(r, QueueConfig{Features: featV1 | featMrg})
+	line, _ := callLine(t)
+	q := NewRxQueue(r, QueueConfig{Features: featV1 | featMrg, Call: line})
 	fd, _ := eventfd(t)
 	f := &Frames{}
 	for f.AddBytes(make([]byte, 100)) {
@@ -26,7 +28,7 @@ func TestSnapshotConcurrent(t *testing.T) {
 				return
 			default:
 			}
-			q.SetCallFD(fd)
+			line.SetFD(dupFD(t, fd))
 			s := q.Snapshot()
 			if s.Packets < last.Packets || s.Drops[DropNoRxBuffers] < last.Drops[DropNoRxBuffers] {
 				t.Errorf("counters went back: %+v after %+v", s, last)

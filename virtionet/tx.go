@@ -62,7 +62,7 @@ func (q *TxQueue) Receive(max int) (int, error) {
 	for i := 0; i < n; i++ {
 		c := &b.Chains[i]
 		q.used[i] = virtq.Used{ID: c.ID, Descs: c.Descs}
-		if c.WriteLen != 0 || len(b.Writable(i)) != 0 {
+		if c.Malformed || c.WriteLen != 0 || len(b.Writable(i)) != 0 {
 			q.ctr.drop(DropMalformed, 1)
 			continue
 		}

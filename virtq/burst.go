@@ -24,6 +24,13 @@ type Chain struct {
 	// ReadLen and WriteLen are the byte totals of its readable
 	// (driver -> device) and writable (device -> driver) buffers.
 	ReadLen, WriteLen uint32
+	// Malformed means a descriptor of the chain has length 0. The spec
+	// leaves such a buffer undefined; Linux's vhost and DPDK's back-end
+	// take it as empty. It breaks nothing about the ring, so the chain is
+	// popped whole (ID, Descs) but with no segments and no bytes: the
+	// device drops it (counted as malformed) and gives it back as used
+	// with length 0, like any other.
+	Malformed bool
 
 	segStart, nRead, nWrite uint16
 }
@@ -97,6 +104,15 @@ func (b *Burst) AddSegs(c *Chain, n int, length uint32, writable bool) {
 		c.nRead += uint16(n)
 		c.ReadLen += length
 	}
+}
+
+// MarkMalformed empties the current chain of its segments and bytes and
+// marks it Malformed; the ring still walks the rest of it (its descriptors,
+// its id) and commits it.
+func (b *Burst) MarkMalformed(c *Chain) {
+	b.nsegs = int(c.segStart)
+	c.ReadLen, c.WriteLen, c.nRead, c.nWrite = 0, 0, 0, 0
+	c.Malformed = true
 }
 
 // AbortChain drops the current chain's segments.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package virtionet
+
+const raceEnabled = false
