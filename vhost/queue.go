@@ -33,6 +33,10 @@ type Queue struct {
 	bound    *snapshot     // the snapshot the net queue is bound to (under lock)
 	boundGen atomic.Uint64 // bound.gen, for the control path to poll
 	gen      uint64        // control-owned: last generation published
+	// The guest memory of the bound snapshot and, while a rebind runs,
+	// of the one it binds: what the holder of the lock may touch, for
+	// Owns. Written under the lock, read by anyone.
+	boundMem, nextMem atomic.Pointer[guestmem.Memory]
 
 	// epfd is an epoll instance holding the current kick eventfd and
 	// wakefd; a poller adds epfd to its own epoll set, and it stays the
@@ -86,13 +90,20 @@ type Active struct {
 // when the queue is not running or is being reconfigured right now (then
 // the burst is skipped, and End must not be called). Every non-nil Begin
 // must be followed by End. It does not allocate.
+//
+// The first Begin after a change rebinds the queue, which touches guest
+// memory (the old ring is flushed, the new one told not to kick). A caller
+// running with debug.SetPanicOnFault (the switch's workers) may see that
+// fault as a panic out of Begin: the queue is then left unlocked and bound
+// to nothing running, and the caller breaks the device (Owns tells whose
+// memory faulted).
 func (q *Queue) Begin() *Active {
 	if !q.lock.CompareAndSwap(0, 1) {
 		return nil
 	}
 	s := q.cur.Load()
 	if s != q.bound {
-		q.rebind(s)
+		q.rebindOrAbandon(s)
 	}
 	if s.act == nil {
 		q.lock.Store(0)
@@ -106,12 +117,47 @@ func (q *Queue) Begin() *Active {
 // table) or stopped (GET_VRING_BASE) as soon as End returns.
 func (q *Queue) End() { q.lock.Store(0) }
 
+// rebindOrAbandon is Begin's rebind. If the rebind panics (a fault on a
+// truncated guest memory, on a goroutine with SetPanicOnFault), the queue
+// is bound to a snapshot with nothing running and unlocked on the way out,
+// so that neither a later Begin nor the control path, waiting for the
+// poller to let go of the old snapshot, depends on the half-done rebind
+// or on a lock nobody will release. The panic goes on to the caller.
+func (q *Queue) rebindOrAbandon(s *snapshot) {
+	done := false
+	defer func() {
+		if !done {
+			q.abandon(s)
+			q.lock.Store(0)
+		}
+	}()
+	q.rebind(s)
+	done = true
+}
+
+// abandon binds the queue (its lock held) to an empty snapshot of s's
+// generation, without touching guest memory: the old snapshot and s are
+// released as far as the data path goes, and s stops being what Begin
+// finds unless the control path published something newer meanwhile.
+// boundMem and nextMem are kept: they say whose memory faulted.
+func (q *Queue) abandon(s *snapshot) {
+	dead := &snapshot{gen: s.gen}
+	q.cur.CompareAndSwap(s, dead)
+	q.bound = dead
+	q.boundGen.Store(dead.gen)
+}
+
 // rebind moves the queue's virtio-net state from the snapshot it was bound
 // to onto s. Called with the lock held, by the first Begin after a publish
 // or by the control path if no burst comes. The old snapshot's memory and
 // fds are still valid here (the control path frees them only after the
 // rebind), so RX buffers held over are given back to the guest first.
 func (q *Queue) rebind(s *snapshot) {
+	var next *guestmem.Memory
+	if s.act != nil {
+		next = s.act.Mem
+	}
+	q.nextMem.Store(next)
 	if old := q.bound; old != nil && old.act != nil {
 		if a := old.act; a.Rx != nil {
 			_ = a.Rx.Flush()
@@ -130,6 +176,22 @@ func (q *Queue) rebind(s *snapshot) {
 	}
 	q.bound = s
 	q.boundGen.Store(s.gen)
+	q.boundMem.Store(next)
+	q.nextMem.Store(nil)
+}
+
+// Owns reports whether host address addr lies in guest memory a burst on
+// this queue may touch: the memory of the running state it is bound to
+// or, during a rebind, of the one it binds. After a fault it still names
+// the memory that faulted, until the next rebind. Safe from any goroutine:
+// a poller that faulted may ask queues other pollers own.
+func (q *Queue) Owns(addr uintptr) bool {
+	for _, m := range [2]*guestmem.Memory{q.boundMem.Load(), q.nextMem.Load()} {
+		if m != nil && m.ContainsHost(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // WaitFD is a file descriptor (an epoll instance) that becomes readable
@@ -144,11 +206,13 @@ func (q *Queue) Index() int { return q.index }
 
 // Arm asks the guest to kick this queue when it adds buffers; a poller
 // calls it before sleeping on WaitFD and then polls once more. Not inside
-// a Begin/End pair.
+// a Begin/End pair. Arm, Disarm and Drain write the guest's ring (or
+// rebind it) like a burst, and end their burst even if that faults (see
+// Begin).
 func (q *Queue) Arm() {
 	if a := q.Begin(); a != nil {
+		defer q.End()
 		a.Ring.EnableKicks()
-		q.End()
 	}
 }
 
@@ -156,8 +220,8 @@ func (q *Queue) Arm() {
 // inside a Begin/End pair.
 func (q *Queue) Disarm() {
 	if a := q.Begin(); a != nil {
+		defer q.End()
 		a.Ring.DisableKicks()
-		q.End()
 	}
 }
 
@@ -167,6 +231,7 @@ func (q *Queue) Drain() {
 	var b [8]byte
 	_, _ = unix.Read(q.wakefd, b[:])
 	if a := q.Begin(); a != nil {
+		defer q.End()
 		if a.kickFD >= 0 {
 			// Never a plain read: the front-end can clear O_NONBLOCK
 			// on the kick eventfd (the flag is the open file's, which
@@ -174,7 +239,6 @@ func (q *Queue) Drain() {
 			// the kick counter at zero.
 			_, _ = virtionet.ReadEventFD(a.kickFD)
 		}
-		q.End()
 	}
 }
 

@@ -16,9 +16,9 @@ var ErrGuestMemoryFault = errors.New("vswitch: fault on guest memory")
 type faultOwner interface {
 	// recoverFault reports whether host address addr lies in the port's
 	// guest memory; if so it breaks the device (err says why) and, if
-	// ingress is one of its queues, ends the burst the fault interrupted
-	// there. It runs on the faulting worker: it must not touch queues
-	// other workers poll.
+	// ingress is one of its queues and has a burst open, ends the burst
+	// the fault interrupted there. It runs on the faulting worker: it may
+	// read, never change, queues other workers poll.
 	recoverFault(addr uintptr, err error, ingress IngressQueue) bool
 }
 
@@ -38,36 +38,61 @@ func (w *worker) forwardSafe(snap *snapshot, in *ingress) (n int, err error) {
 	return w.forward(snap, in)
 }
 
+// touchSafe runs fn, one of in's Waker calls (nil: none), with the
+// worker's fault handling; what names it for the log. Arming, disarming
+// and draining a vhost queue write its guest's ring (or rebind it) outside
+// any burst, and a guest may truncate its memory while the worker sleeps:
+// that guest is broken and the worker goes on with the others.
+func (w *worker) touchSafe(snap *snapshot, in *ingress, fn func(), what string) {
+	if fn == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			w.breakFaulting(snap, in, r, what)
+		}
+	}()
+	fn()
+}
+
 // recoverFault cleans up after a fault in the middle of a burst: the output
 // queue's lock is released, the guest whose memory faulted is broken, and
 // the ingress queue's frames are given back (unless they were that
 // guest's). Anything but a memory fault on a guest's memory is a bug and
 // panics on.
 func (w *worker) recoverFault(snap *snapshot, in *ingress, r any) error {
-	f, ok := r.(memoryFault)
-	if !ok {
-		panic(r)
-	}
+	culprit := w.breakFaulting(snap, in, r, "in a burst")
 	if w.held != nil {
 		w.held.mu.Unlock()
 		w.held = nil
 	}
 	// Whatever the interrupted burst tallied is void.
 	w.rc, w.tc = Counts{}, Counts{}
-	addr := f.Addr()
-	err := fmt.Errorf("%w at %#x: %v", ErrGuestMemoryFault, addr, r)
-	culprit := breakOwner(snap, addr, err, in.q)
-	slog.Error("worker: memory fault in a burst", "worker", w.id, "ingress", in.port.name, "guest", culprit, "err", err)
-	if culprit == "" {
-		// Not guest memory: a bug of ours. Crash loudly rather than
-		// forward on corrupted state.
-		panic(r)
-	}
 	if culprit != in.port.name {
 		// The ingress frames were fine; give their buffers back.
 		w.releaseAfterFault(snap, in)
 	}
 	return nil
+}
+
+// breakFaulting handles what the worker recovered (r) while touching in's
+// queue (while says how): a fault on a guest's memory breaks that guest's
+// device, with ErrGuestMemoryFault and a log line, and returns its port's
+// name. Anything else, a fault on memory no guest owns included, is a bug
+// of ours and panics on rather than forward on corrupted state.
+func (w *worker) breakFaulting(snap *snapshot, in *ingress, r any, while string) string {
+	f, ok := r.(memoryFault)
+	if !ok {
+		panic(r)
+	}
+	addr := f.Addr()
+	err := fmt.Errorf("%w at %#x (%s): %v", ErrGuestMemoryFault, addr, while, r)
+	culprit := breakOwner(snap, addr, err, in.q)
+	slog.Error("worker: memory fault", "worker", w.id, "while", while, "queue of", in.port.name, "guest", culprit, "err", err)
+	if culprit == "" {
+		panic(r)
+	}
+	return culprit
 }
 
 // breakOwner finds the port whose guest memory holds addr, breaks it and
@@ -86,23 +111,12 @@ func breakOwner(snap *snapshot, addr uintptr, err error, ingress IngressQueue) s
 
 // releaseAfterFault returns the ingress queue's frames after a fault on
 // another port's memory. Returning them touches the ingress port's own
-// guest memory: if that faults too, that guest is broken as well. Any
-// other panic is a bug and goes on.
+// guest memory: if that faults too, that guest is broken as well (its
+// port ends the burst). Any other panic is a bug and goes on.
 func (w *worker) releaseAfterFault(snap *snapshot, in *ingress) {
 	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		f, ok := r.(memoryFault)
-		if !ok {
-			panic(r)
-		}
-		err := fmt.Errorf("%w at %#x (returning its frames): %v", ErrGuestMemoryFault, f.Addr(), r)
-		culprit := breakOwner(snap, f.Addr(), err, in.q)
-		slog.Error("worker: memory fault returning frames", "worker", w.id, "ingress", in.port.name, "guest", culprit, "err", err)
-		if culprit == "" {
-			panic(r)
+		if r := recover(); r != nil {
+			w.breakFaulting(snap, in, r, "returning its frames")
 		}
 	}()
 	_ = in.q.Release(&w.fb)

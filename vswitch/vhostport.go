@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/xvswitch/xvswitch/ctl"
-	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/portspec"
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/virtionet"
@@ -28,8 +27,7 @@ type vhostPort struct {
 // its TX virtqueues.
 type vhostFromGuest struct {
 	q   *vhost.Queue
-	act *vhost.Active                   // between Receive and Release
-	mem atomic.Pointer[guestmem.Memory] // as vhostToGuest.mem
+	act *vhost.Active // between Receive and Release
 }
 
 // vhostToGuest is an egress queue: it delivers frames into one of a
@@ -37,9 +35,6 @@ type vhostFromGuest struct {
 type vhostToGuest struct {
 	q      *vhost.Queue
 	frames virtionet.Frames
-	// mem is the guest memory of the last burst, kept to tell whether a
-	// memory fault during it was this guest's (fault.go).
-	mem atomic.Pointer[guestmem.Memory]
 }
 
 // AddVhost adds a vhost-user port.
@@ -144,13 +139,9 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 	if a == nil {
 		return 0, nil
 	}
-	// Both recorded before the first touch of guest memory, so that a
-	// fault in this very burst (the first after a new memory table, say)
-	// is known to be this guest's and its burst can be ended (recoverFault).
+	// Recorded before the first touch of guest memory, so that a fault
+	// in this very burst can end it (recoverFault).
 	r.act = a
-	if r.mem.Load() != a.Mem {
-		r.mem.Store(a.Mem)
-	}
 	// Receive's count includes chains virtionet rejected (counted below
 	// from LastBurst); the frames to forward are what Frames holds.
 	_, err := a.Tx.Receive(MaxBurst)
@@ -202,9 +193,6 @@ func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
 	// Deferred, so that a fault on guest memory mid-copy still ends the
 	// burst (the worker recovers from it: fault.go).
 	defer t.q.End()
-	if t.mem.Load() != a.Mem {
-		t.mem.Store(a.Mem)
-	}
 	t.frames.Reset()
 	for rest := m; rest != 0; rest &= rest - 1 {
 		f := b.Frame(rest.Lowest())
@@ -219,20 +207,18 @@ func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
 	}
 }
 
-// recoverFault: see faultOwner. A receive burst the fault interrupted is
-// ended without completing its chains (the device is broken; the next
-// front-end rebuilds its rings).
+// recoverFault: see faultOwner. The queues know the guest memory their
+// bursts touch, including a rebind's inside Begin (the first burst over
+// a new memory table), which vhost has already undone. A receive burst
+// the fault interrupted is ended without completing its chains (the device
+// is broken; the next front-end rebuilds its rings).
 func (p *vhostPort) recoverFault(addr uintptr, err error, ingress IngressQueue) bool {
 	mine := false
 	for _, r := range p.fromGuest {
-		if m := r.mem.Load(); m != nil && m.ContainsHost(addr) {
-			mine = true
-		}
+		mine = mine || r.q.Owns(addr)
 	}
 	for _, t := range p.toGuest {
-		if m := t.mem.Load(); m != nil && m.ContainsHost(addr) {
-			mine = true
-		}
+		mine = mine || t.q.Owns(addr)
 	}
 	if !mine {
 		return false

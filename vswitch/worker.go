@@ -27,9 +27,16 @@ type worker struct {
 	running   atomic.Bool
 	wakeFD    int // eventfd: the control plane wakes a sleeping worker
 	epfd      int
-	wakers    []Waker // index = epoll user data - 1 (0 is wakeFD)
+	wakers    []waker // index = epoll user data - 1 (0 is wakeFD)
 	canSleep  bool
 	sleeps    atomic.Uint64
+}
+
+// waker is how a polled queue wakes the worker, and the queue: arming,
+// disarming and draining it touch the guest's memory too (fault.go).
+type waker struct {
+	Waker
+	in *ingress
 }
 
 func newWorker(sw *Switch, id, cpu int, idleAfter time.Duration) (*worker, error) {
@@ -134,7 +141,7 @@ func (w *worker) watch(polls []*ingress) {
 		if wk.FD < 0 || !add(wk.FD, int32(len(w.wakers)+1)) {
 			return // a queue that cannot wake us: keep polling
 		}
-		w.wakers = append(w.wakers, wk)
+		w.wakers = append(w.wakers, waker{wk, in})
 	}
 	w.canSleep = true
 }
@@ -146,15 +153,11 @@ func (w *worker) sleep(snap *snapshot) {
 		return
 	}
 	for _, wk := range w.wakers {
-		if wk.Arm != nil {
-			wk.Arm()
-		}
+		w.touchSafe(snap, wk.in, wk.Arm, "arming")
 	}
 	defer func() {
 		for _, wk := range w.wakers {
-			if wk.Disarm != nil {
-				wk.Disarm()
-			}
+			w.touchSafe(snap, wk.in, wk.Disarm, "disarming")
 		}
 	}()
 	if w.pollOnce(snap) > 0 || w.stop.Load() || w.sw.snap.Load() != snap {
@@ -173,8 +176,7 @@ func (w *worker) sleep(snap *snapshot) {
 			_, _ = unix.Read(w.wakeFD, b[:])
 			continue
 		}
-		if wk := w.wakers[ev.Fd-1]; wk.Drain != nil {
-			wk.Drain()
-		}
+		wk := w.wakers[ev.Fd-1]
+		w.touchSafe(snap, wk.in, wk.Drain, "draining its wake-up")
 	}
 }
