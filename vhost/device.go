@@ -213,7 +213,7 @@ func (d *Device) Info() Info {
 		inf.Running[i] = q.ctl.act != nil
 	}
 	s := d.sess
-	if s == nil {
+	if s == nil || s.ending {
 		return inf
 	}
 	inf.Connected = true

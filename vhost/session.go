@@ -195,7 +195,6 @@ func (d *Device) endSession(s *session, err error) error {
 	}
 	s.maps, s.mem = nil, nil
 	d.updateReady(s)
-	d.sess = nil
 	d.curSID.Store(0)
 	d.lastErr = err
 	evs := s.events
@@ -209,6 +208,13 @@ func (d *Device) endSession(s *session, err error) error {
 		d.emit(e)
 	}
 	d.emit(Event{Kind: EventGone, Err: err, quiet: broken})
+	// Only now may the next front-end's session start: every event of
+	// this one has been delivered, so an owner never sees this session's
+	// Gone after the next one's Ready (TestSoak caught a port left
+	// "waiting" under a ready guest that way).
+	d.mu.Lock()
+	d.sess = nil
+	d.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("vhost %s: %w", d.cfg.Name, err)
 	}
