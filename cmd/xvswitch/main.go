@@ -84,6 +84,9 @@ func daemon(args []string) error {
 	}
 	err = sw.Run(ctx)
 	slog.Info("xvswitch stopped")
+	if err != nil {
+		err = withPrivilegeHint(cfg, err)
+	}
 	return err
 }
 
