@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -11,6 +13,80 @@ import (
 	"github.com/xvswitch/xvswitch/xsk"
 	"golang.org/x/sys/unix"
 )
+
+// unitSetting returns the space-separated values of key= in the example
+// systemd unit (the last assignment wins, as in systemd).
+func unitSetting(t *testing.T, key string) []string {
+	t.Helper()
+	f, err := os.Open("../../examples/xvswitch.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var vals []string
+	found := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), key+"="); ok {
+			vals, found = strings.Fields(v), true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !found {
+		t.Fatalf("examples/xvswitch.service sets no %s=", key)
+	}
+	return vals
+}
+
+// documentedCapabilities returns the capabilities docs/privileges.md lists
+// as granted: the first cell of each row of the table under its
+// "## Granted" heading.
+func documentedCapabilities(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/privileges.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caps []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "## ") {
+			in = strings.HasPrefix(line, "## Granted")
+			continue
+		}
+		if cell, ok := strings.CutPrefix(line, "| `CAP_"); in && ok {
+			name, _, _ := strings.Cut(cell, "`")
+			caps = append(caps, "CAP_"+name)
+		}
+	}
+	return caps
+}
+
+// TestUnitCapabilities: the example unit grants exactly the capabilities
+// the daemon's hint names and docs/privileges.md documents, as both its
+// bounding and its ambient set, and raises the memlock limit instead of
+// granting CAP_IPC_LOCK.
+func TestUnitCapabilities(t *testing.T) {
+	var code []string
+	for _, c := range nicCapabilities {
+		code = append(code, c.name)
+	}
+	want := strings.Join(code, " ")
+	for what, got := range map[string][]string{
+		"CapabilityBoundingSet=": unitSetting(t, "CapabilityBoundingSet"),
+		"AmbientCapabilities=":   unitSetting(t, "AmbientCapabilities"),
+		"docs/privileges.md":     documentedCapabilities(t),
+	} {
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s lists %v; nicCapabilities (cmd/xvswitch/privileges.go) are %v", what, got, code)
+		}
+	}
+	if got := unitSetting(t, "LimitMEMLOCK"); len(got) != 1 || got[0] != "infinity" {
+		t.Errorf("LimitMEMLOCK=%v, want infinity (the UMEM is locked memory)", got)
+	}
+}
 
 // TestPrivilegeHint: a refusal on a NIC port names the capabilities the
 // process lacks or the pin directory it cannot write; other failures,
