@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,12 +66,12 @@ exec "$@"
 	if len(s.groups) > 0 {
 		var g []string
 		for _, id := range s.groups {
-			g = append(g, strconv.Itoa(id))
+			g = append(g, fmt.Sprint(id))
 		}
 		groups = "--groups=" + strings.Join(g, ",")
 	}
-	argv := []string{"--mount", "--propagation", "private", "sh", "-c", script, "sh", s.hostBPF, strconv.Itoa(s.pinOwner),
-		"setpriv", "--reuid=" + strconv.Itoa(s.uid), "--regid=" + strconv.Itoa(s.gid), groups,
+	argv := []string{"--mount", "--propagation", "private", "sh", "-c", script, "sh", s.hostBPF, fmt.Sprint(s.pinOwner),
+		"setpriv", "--reuid=" + fmt.Sprint(s.uid), "--regid=" + fmt.Sprint(s.gid), groups,
 		"--inh-caps=" + caps, "--ambient-caps=" + caps, "--bounding-set=" + caps, "--no-new-privs", bin}
 	return exec.Command("unshare", append(argv, args...)...)
 }
@@ -81,7 +80,7 @@ exec "$@"
 func unusedID(t *testing.T, from int, lookup func(string) error) int {
 	t.Helper()
 	for id := from; id > from-1000; id-- {
-		if lookup(strconv.Itoa(id)) != nil {
+		if lookup(fmt.Sprint(id)) != nil {
 			return id
 		}
 	}
