@@ -32,11 +32,15 @@ const (
 var mountMu sync.Mutex
 
 // ensureBPFFS mounts the BPF filesystem at BPFFS unless it is there already
-// (minimal images and fresh containers often lack it).
+// (minimal images and fresh containers often lack it). PinRoot on bpffs is
+// enough: a service may see only its own directory of the host's bpffs,
+// bound into a private mount namespace over an empty BPFFS (the example
+// systemd unit's TemporaryFileSystem= and BindPaths=), and mounting there
+// would need CAP_SYS_ADMIN for nothing.
 func ensureBPFFS(log *slog.Logger) error {
 	mountMu.Lock()
 	defer mountMu.Unlock()
-	if isBPFFS(BPFFS) {
+	if isBPFFS(BPFFS) || isBPFFS(PinRoot) {
 		return nil
 	}
 	if err := os.MkdirAll(BPFFS, 0o700); err != nil {

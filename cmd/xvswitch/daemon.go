@@ -24,7 +24,8 @@ cross-connected. SIGINT or SIGTERM stop it cleanly: XDP detached, pins and
 sockets removed. The other commands talk to it on the control socket.
 
 NIC ports need root, or the capabilities CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF
-and CAP_IPC_LOCK; every socket needs a directory xvswitch may write.
+and CAP_PERFMON and locked memory for their UMEM (docs/privileges.md);
+every socket needs a directory xvswitch may write.
 
 example:
   xvswitch run --nic eth1 --vhost /run/vm1.sock,mac=52:54:00:00:00:01 \
@@ -48,7 +49,7 @@ func daemon(args []string, _, errOut io.Writer) error {
 	slog.SetDefault(newLogger(errOut, level, cfg.LogFormat))
 	err = serve(cfg)
 	if err != nil {
-		slog.Error("xvswitch failed", "err", explainRun(err))
+		slog.Error("xvswitch failed", "err", explainRun(cfg, err))
 	}
 	slog.Info("xvswitch stopped")
 	if err != nil {

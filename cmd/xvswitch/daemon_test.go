@@ -61,9 +61,15 @@ type runningDaemon struct {
 
 func startDaemon(t *testing.T, args ...string) *runningDaemon {
 	t.Helper()
-	bin := buildXvswitch(t)
-	d := &runningDaemon{ctl: filepath.Join(t.TempDir(), "ctl.sock"), log: &bytes.Buffer{}, done: make(chan error, 1)}
-	d.cmd = exec.Command(bin, append([]string{"run", "--ctl", d.ctl}, args...)...)
+	sock := filepath.Join(t.TempDir(), "ctl.sock")
+	return launchDaemon(t, sock, exec.Command(buildXvswitch(t), append([]string{"run", "--ctl", sock}, args...)...))
+}
+
+// launchDaemon starts cmd, an `xvswitch run` (or something that execs one)
+// serving its control socket at sock, and waits until it answers there.
+func launchDaemon(t *testing.T, sock string, cmd *exec.Cmd) *runningDaemon {
+	t.Helper()
+	d := &runningDaemon{cmd: cmd, ctl: sock, log: &bytes.Buffer{}, done: make(chan error, 1)}
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

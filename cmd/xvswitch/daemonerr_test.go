@@ -53,7 +53,7 @@ func TestDaemonPermissionHints(t *testing.T) {
 		{[]string{"--vhost", filepath.Join(locked, "vm1.sock")},
 			"permission denied: run as root, or give --ctl and --vhost paths in a directory this user may write"},
 		{[]string{"--nic", "lo"},
-			"xvswitch run needs root, or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK; it runs without CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_IPC_LOCK"},
+			"xvswitch lacks CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_PERFMON, which NIC ports need: see docs/privileges.md"},
 	} {
 		code, out := runUnprivileged(t, append([]string{"run", "--ctl", ctlSock}, tc.args...)...)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
