@@ -66,8 +66,7 @@ func (w *worker) recoverFault(snap *snapshot, in *ingress, r any) error {
 		w.held.mu.Unlock()
 		w.held = nil
 	}
-	// Whatever the interrupted burst tallied is void.
-	w.rc, w.tc = Counts{}, Counts{}
+	w.accountFault(in)
 	if culprit != in.port.name {
 		// The ingress frames were fine; give their buffers back.
 		w.releaseAfterFault(snap, in)
@@ -120,4 +119,31 @@ func (w *worker) releaseAfterFault(snap *snapshot, in *ingress) {
 		}
 	}()
 	_ = in.q.Release(&w.fb)
+}
+
+// accountFault counts the burst a fault interrupted, so that its frames do
+// not disappear: on in's counters, as received and, what had not been
+// transmitted yet, dropped as memory_fault. The faulting output queue's
+// partial tally is void (its frames count as dropped, though some may
+// have reached that guest before its memory went).
+func (w *worker) accountFault(in *ingress) {
+	w.tc = Counts{}
+	switch {
+	case w.inFlight == 0:
+		// The fault came in Receive: nothing of the burst was taken.
+		w.rc = Counts{}
+	case !w.egressing:
+		// While classifying (reading headers): none was sent anywhere.
+		w.rc = Counts{}
+		var bytes uint64
+		for i := 0; i < w.inFlight; i++ {
+			bytes += uint64(w.fb.f[i].len)
+		}
+		w.rc.Frames(uint64(w.inFlight), bytes)
+		w.rc.DropN(DropMemoryFault, w.inFlight)
+	default:
+		w.rc.DropN(DropMemoryFault, w.owed)
+	}
+	w.rc.flushIngress(in.stats)
+	w.inFlight, w.egressing, w.owed = 0, false, 0
 }

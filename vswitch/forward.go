@@ -22,6 +22,13 @@ type forwarder struct {
 	rc, tc Counts
 	// held is the output queue whose lock the worker holds, if any.
 	held *egress
+	// What a fault in the middle of a burst needs to count it
+	// (accountFault): the frames received (0 outside a burst), whether
+	// they were all classified and the egress loop began, and the copies
+	// that loop has not yet transmitted or counted.
+	inFlight  int
+	egressing bool
+	owed      int
 }
 
 // forward moves one burst from in to its destinations and returns how many
@@ -35,6 +42,7 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		rc.flushIngress(in.stats)
 		return 0, err
 	}
+	w.inFlight, w.egressing = n, false
 	src := in.port
 	ports := snap.ports
 	if len(w.masks) < len(ports) {
@@ -100,6 +108,11 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 			rc.floodCopies += uint64(nf * (copies - 1))
 		}
 	}
+	w.owed = 0
+	for _, m := range masks {
+		w.owed += m.Count()
+	}
+	w.egressing = true
 	for p, m := range masks {
 		if m == 0 {
 			continue
@@ -107,6 +120,7 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		out := ports[p]
 		if len(out.out) == 0 {
 			rc.DropN(DropPortDown, m.Count())
+			w.owed -= m.Count()
 			continue
 		}
 		eg := out.out[w.id%len(out.out)]
@@ -114,10 +128,12 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		w.held = eg // released by recoverFault if the transmit faults
 		eg.q.Transmit(&w.fb, m, &w.tc)
 		w.tc.flushEgress(eg.stats)
+		w.owed -= m.Count()
 		w.held = nil
 		eg.mu.Unlock()
 	}
 	rerr := in.q.Release(&w.fb)
+	w.inFlight = 0
 	rc.flushIngress(in.stats)
 	if err == nil {
 		err = rerr
