@@ -2,7 +2,6 @@ package vhost_test
 
 import (
 	"encoding/binary"
-	"fmt"
 	"testing"
 	"time"
 
@@ -22,41 +21,42 @@ import (
 // buffers) and RX frames as many merged buffers, so positions do not
 // advance one slot per frame.
 func TestBackEndRestart(t *testing.T) {
-	for _, packed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("packed=%v", packed), func(t *testing.T) {
-			opts := vhosttest.Options{Packed: packed, RingSize: 16, BufSize: 256}
-			d1, _, _ := newDevice(t, vhost.Config{})
-			f := vhosttest.Connect(t, d1)
-			f.Start(opts)
-			vhosttest.WaitFor(t, "device ready", func() bool { return d1.Info().Ready })
-			s := &testSession{d: d1, f: f}
-			c := &seqCheck{t: t}
+	t.Run("packed", func(t *testing.T) { backEndRestart(t, true) })
+	t.Run("split", func(t *testing.T) { backEndRestart(t, false) })
+}
 
-			c.both(s, 0, 42)
-			// Sent by the guest, never popped by the old device.
-			s.guestSend(t, seqFrame(42), seqFrame(43), seqFrame(44))
-			if h := rxHeld(s.d); h != 0 {
-				t.Fatalf("the old device holds %d RX buffers: the hang-up would return them", h)
-			}
+func backEndRestart(t *testing.T, packed bool) {
+	opts := vhosttest.Options{Packed: packed, RingSize: 16, BufSize: 256}
+	d1, _, _ := newDevice(t, vhost.Config{})
+	f := vhosttest.Connect(t, d1)
+	f.Start(opts)
+	vhosttest.WaitFor(t, "device ready", func() bool { return d1.Info().Ready })
+	s := &testSession{d: d1, f: f}
+	c := &seqCheck{t: t}
 
-			d2, _, _ := newDevice(t, vhost.Config{})
-			f.RestartBackEnd(d2, vhosttest.QEMUBase)
-			s.d = d2
-			vhosttest.WaitFor(t, "restarted device ready", func() bool { return d2.Info().Ready })
-			if packed {
-				// The guest may have missed the dead back-end's last
-				// interrupt: the new one gives one on each resumed ring.
-				for i := 0; i < 2; i++ {
-					if f.WaitCall(i, time.Second) == 0 {
-						t.Errorf("vring %d: no interrupt after resuming", i)
-					}
-				}
-			}
-			c.receive(s, 42, 45)
-			c.deliver(s, [][]byte{seqFrame(42), seqFrame(43), seqFrame(44)})
-			c.both(s, 45, 90)
-		})
+	c.both(s, 0, 42)
+	// Sent by the guest, never popped by the old device.
+	s.guestSend(t, seqFrame(42), seqFrame(43), seqFrame(44))
+	if h := rxHeld(s.d); h != 0 {
+		t.Fatalf("the old device holds %d RX buffers: the hang-up would return them", h)
 	}
+
+	d2, _, _ := newDevice(t, vhost.Config{})
+	f.RestartBackEnd(d2, vhosttest.QEMUBase)
+	s.d = d2
+	vhosttest.WaitFor(t, "restarted device ready", func() bool { return d2.Info().Ready })
+	if packed {
+		// The guest may have missed the dead back-end's last interrupt:
+		// the new one gives one on each resumed ring.
+		for i := 0; i < 2; i++ {
+			if f.WaitCall(i, time.Second) == 0 {
+				t.Errorf("vring %d: no interrupt after resuming", i)
+			}
+		}
+	}
+	c.receive(s, 42, 45)
+	c.deliver(s, [][]byte{seqFrame(42), seqFrame(43), seqFrame(44)})
+	c.both(s, 45, 90)
 }
 
 // seqCheck follows two sequence-numbered streams through a device: guest
