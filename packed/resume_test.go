@@ -139,9 +139,10 @@ func (r *resumer) drain() {
 // traffic runs laps of chains of 1 to 3 descriptors through the ring.
 func (r *resumer) traffic(laps int) {
 	r.t.Helper()
+	longest := min(3, int(r.cfg.Size))
 	for used := 0; used < laps*int(r.cfg.Size); {
-		for k := 0; r.d.FreeSlots() >= 3 && k < 5; k++ {
-			r.add(1 + (r.next % 3))
+		for k := 0; r.d.FreeSlots() >= longest && k < 5; k++ {
+			r.add(1 + r.next%longest)
 		}
 		r.pop(4)
 		r.push(len(r.held))
@@ -367,4 +368,34 @@ func FuzzResume(f *testing.F) {
 			t.Fatalf("New refused Resume's %#x: %v", got, err)
 		}
 	})
+}
+
+// TestResumeDriverMidChain: whatever the ring size, the lap, and the
+// length of the chain the driver is writing while the device looks,
+// Resume finds the device's position or says it cannot; it never names
+// another.
+func TestResumeDriverMidChain(t *testing.T) {
+	for size := uint16(2); size <= 24; size++ {
+		for laps := 1; laps <= 3; laps++ {
+			r := newResumer(t, size, 0, false)
+			r.traffic(laps)
+			r.add(1)
+			r.pop(1)
+			r.push(1)
+			r.reap()
+			want := r.deviceUsed()
+			for k := 2; k <= r.d.FreeSlots(); k++ {
+				undo := r.halfWrite(k)
+				cfg := r.cfg
+				cfg.Base = packed.InitialState
+				got, err := packed.Resume(cfg)
+				undo()
+				switch {
+				case errors.Is(err, packed.ErrPositionUnknown):
+				case err != nil || got>>16 != want && got != cfg.Base || got == cfg.Base && cfg.Base>>16 != want:
+					t.Fatalf("size %d, %d laps, chain of %d half written: Resume = %#x, %v; the device is at %#x", size, laps, k, got, err, want)
+				}
+			}
+		}
+	}
 }
