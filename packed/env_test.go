@@ -1,6 +1,7 @@
 package packed_test
 
 import (
+	"math/rand"
 	"testing"
 
 	"github.com/xvswitch/xvswitch/packed"
@@ -91,4 +92,42 @@ func concat(segs [][]byte) []byte {
 // state encodes ring positions as GET_VRING_BASE does.
 func state(avail uint16, availWrap bool, used uint16, usedWrap bool) uint32 {
 	return uint32(drivertest.PackedOffWrap(avail, availWrap)) | uint32(drivertest.PackedOffWrap(used, usedWrap))<<16
+}
+
+// resumeAfterCrash replaces the ring by a new one, as a back-end does that
+// takes over from one that died: it is given a stale base (the fresh
+// ring's, as QEMU sends, or any other) and must resume where the driver
+// expects the next used descriptor, which is where the old device stopped
+// (the driver reaped everything pushed). Every stale base must give the
+// same answer.
+func (e *env) resumeAfterCrash(rng *rand.Rand) {
+	e.t.Helper()
+	nu, nuw := e.d.NextUsed()
+	want := state(nu, nuw, nu, nuw)
+	stale := []uint32{packed.InitialState, 0, e.r.State()}
+	for i := 0; i < 3; i++ {
+		a, u := uint16(rng.Intn(int(e.cfg.Size))), uint16(rng.Intn(int(e.cfg.Size)))
+		stale = append(stale, state(a, rng.Intn(2) == 0, u, rng.Intn(2) == 0))
+	}
+	for _, b := range stale {
+		if b>>16 == want>>16 {
+			continue // not stale where it matters
+		}
+		cfg := e.cfg
+		cfg.Base = b
+		got, err := packed.Resume(cfg)
+		if err != nil || got != want {
+			e.t.Fatalf("resume from stale base %#x: %#x, %v; the driver's next used slot says %#x", b, got, err, want)
+		}
+	}
+	cfg := e.cfg
+	cfg.Base = want
+	if got, err := packed.Resume(cfg); err != nil || got != want {
+		e.t.Fatalf("resume from the right base %#x: %#x, %v", want, got, err)
+	}
+	r, err := packed.New(cfg)
+	if err != nil {
+		e.t.Fatalf("new ring at %#x: %v", want, err)
+	}
+	e.r = r
 }

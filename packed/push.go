@@ -26,6 +26,11 @@ import (
 // stores, then the first one's id|flags with a release store. The driver
 // polls only the next used slot, so it sees the batch, complete, when it
 // sees the first one (as DPDK's vhost does; one barrier per burst).
+//
+// The slots a used descriptor covers beyond its own (the rest of a chain,
+// the rest of an IN_ORDER run) get used flags too, before the release:
+// drivers skip them without reading, and a device that takes over after
+// this one died finds where it stopped from the flags alone (resume.go).
 func (r *Ring) Push(used []virtq.Used) error {
 	if r.broken {
 		return virtq.ErrBroken
@@ -69,8 +74,24 @@ func (r *Ring) write(p *publisher, id uint16, ln uint32, slots uint16) {
 	} else {
 		binary.LittleEndian.PutUint32(d[offIDFlags:], word)
 	}
+	if slots > 1 {
+		r.markSkipped(r.usedIdx, r.usedWrap, slots)
+	}
 	r.usedIdx, r.usedWrap = r.advance(r.usedIdx, r.usedWrap, slots)
 	r.sincePushed += uint32(slots)
+}
+
+// markSkipped gives used flags to the n-1 slots after idx that a used
+// descriptor written at idx (wrap counter wrap) covers, each with the wrap
+// counter of its own lap. Only their flags change: a driver never reads
+// them, and it overwrites them whole when it reuses them.
+func (r *Ring) markSkipped(idx uint16, wrap bool, n uint16) {
+	for k := uint16(1); k < n; k++ {
+		if idx++; idx == r.size {
+			idx, wrap = 0, !wrap
+		}
+		binary.LittleEndian.PutUint16(r.desc[int(idx)*descSize+offIDFlags+2:], usedBits(wrap))
+	}
 }
 
 // pushAny writes a used descriptor per entry. It is the hot path of a
@@ -104,6 +125,9 @@ func (r *Ring) pushAny(used []virtq.Used, p *publisher) error {
 			p.first, p.firstWord = off, word
 		} else {
 			binary.LittleEndian.PutUint32(d[offIDFlags:], word)
+		}
+		if descs > 1 {
+			r.markSkipped(idx, wrap, descs)
 		}
 		if idx += descs; idx >= size {
 			idx -= size

@@ -24,6 +24,15 @@ type streamCase struct {
 	laps         int // ring laps the used index must make
 	shape        shape
 	restoreEvery int // save/restore the ring every this many bursts (0: never)
+	// crashEvery: every this many bursts the device dies and a new one
+	// resumes from a stale base (0: never). A device that uses buffers in
+	// the order it popped them (ordered, or IN_ORDER; virtionet's queues
+	// do) dies with whatever it has in flight, which the next one pops
+	// again; one that uses them out of order dies with nothing in flight,
+	// since then no reader of the ring can tell which popped chains were
+	// used.
+	crashEvery int
+	ordered    bool
 }
 
 // chainRec is what the driver made available under an id.
@@ -57,6 +66,17 @@ func TestStream(t *testing.T) {
 		{name: "inorder-size255", size: 255, features: fIndirect | fInOrder, laps: 100, shape: mixed},
 		{name: "inorder-size1024", size: 1024, features: fInOrder, laps: 20, shape: mixed, restoreEvery: 13},
 		{name: "inorder-size32768", size: 32768, features: fIndirect | fInOrder, laps: 2, shape: small},
+		{name: "crash-size1", size: 1, features: fIndirect, laps: 100, shape: mixed, crashEvery: 3, ordered: true},
+		{name: "crash-size2", size: 2, laps: 100, shape: mixed, crashEvery: 5, ordered: true},
+		{name: "crash-size3", size: 3, features: fIndirect | fEventIdx, laps: 100, shape: mixed, crashEvery: 4, ordered: true},
+		{name: "crash-size255-direct-only", size: 255, laps: 40, shape: shape{maxRead: 4, maxWrite: 4, maxLen: 100}, crashEvery: 7, ordered: true},
+		{name: "crash-size256", size: 256, features: fIndirect | fEventIdx, laps: 40, shape: mixed, crashEvery: 11, ordered: true},
+		{name: "crash-size1024", size: 1024, laps: 10, shape: mixed, crashEvery: 13, ordered: true},
+		{name: "crash-unordered-size3", size: 3, laps: 100, shape: mixed, crashEvery: 4},
+		{name: "crash-unordered-size255", size: 255, features: fIndirect, laps: 40, shape: mixed, crashEvery: 7},
+		{name: "crash-inorder-size3", size: 3, features: fIndirect | fInOrder, laps: 100, shape: mixed, crashEvery: 5},
+		{name: "crash-inorder-size255", size: 255, features: fInOrder, laps: 40, shape: mixed, crashEvery: 9},
+		{name: "crash-inorder-size1024", size: 1024, features: fIndirect | fInOrder, laps: 10, shape: mixed, crashEvery: 17},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,7 +180,7 @@ func runStream(t *testing.T, tc streamCase, seed int64) {
 		if !all {
 			k = rng.Intn(len(pending) + 1)
 		}
-		if !inOrder {
+		if !inOrder && !tc.ordered {
 			rng.Shuffle(len(pending), func(i, j int) { pending[i], pending[j] = pending[j], pending[i] })
 		}
 		used = append(used[:0], pending[:k]...)
@@ -238,6 +258,18 @@ func runStream(t *testing.T, tc streamCase, seed int64) {
 			if e.r.State() != st {
 				t.Fatalf("restored state %#x, saved %#x", e.r.State(), st)
 			}
+		}
+		if tc.crashEvery > 0 && bursts%tc.crashEvery == 0 {
+			if !inOrder && !tc.ordered {
+				push(true)
+			}
+			// What the dead device popped and never pushed is available
+			// again to the next one.
+			for _, u := range pending {
+				recs[u.ID].popped, recs[u.ID].written = false, nil
+			}
+			pending = pending[:0]
+			e.resumeAfterCrash(rng)
 		}
 		if bursts > 100*tc.laps*int(tc.size)+1000 {
 			t.Fatalf("no progress: %d slots used after %d bursts", usedSlots, bursts)

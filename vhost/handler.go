@@ -179,7 +179,7 @@ func (d *Device) setVring(s *session, m *message) error {
 	case reqSetVringAddr:
 		c.addr, c.hasAddr = ad, true
 	case reqSetVringBase:
-		c.base = st.num
+		c.base, c.baseOwn = st.num, false
 	}
 	if wasRunning || c.kickSet {
 		return d.tryStart(s, q)

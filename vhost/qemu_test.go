@@ -204,12 +204,14 @@ func txStats(d *vhost.Device) virtionet.Stats { return d.TxQueue(0).Stats() }
 // again; they reconnect, QEMU sets the rings up anew, and the guest's
 // pings, lost during the outage, come back.
 //
-// Split ring only: QEMU 7.2 resumes a split ring whose back-end vanished
-// from the used index in guest memory, but has nothing to resume a packed
-// ring from (virtio_queue_packed_restore_last_avail_idx is empty; only
-// INFLIGHT_SHMFD, which QEMU's vhost-user-net does not use, would carry
-// it) and restarts it at its initial state, where the guest's driver no
-// longer is: traffic stays stopped.
+// Split ring only, to keep to one boot: QEMU 7.2 resumes a split ring
+// whose back-end vanished from the used index in guest memory, but has
+// nothing to resume a packed ring from (virtio_queue_packed_restore_last_avail_idx
+// is empty; only INFLIGHT_SHMFD, which QEMU's vhost-user-net does not use,
+// would carry it) and sends the state of the ring's first setup; the
+// device then resumes from the descriptors (docs/reconnect.md).
+// TestRestartUnderTraffic (cmd/xvswitch) kills a real xvswitch under
+// traffic with a guest on each ring kind.
 func TestQEMUBackendRestart(t *testing.T) {
 	requireQEMU(t)
 	dir := t.TempDir()

@@ -20,6 +20,9 @@ type queueCtl struct {
 	addr    vringAddr
 	hasAddr bool
 	base    uint32
+	// baseOwn: base is what a ring of ours saved when it stopped, not
+	// the front-end's SET_VRING_BASE (resume.go checks only those).
+	baseOwn bool
 	kickSet bool // SET_VRING_KICK seen: the ring is started
 	kickFD  int  // -1: none, or poll mode
 	enabled bool
@@ -49,6 +52,7 @@ func (d *Device) tryStart(s *session, q *Queue) error {
 	if c.act != nil || !c.startable(s) {
 		return nil
 	}
+	resumed := false
 	if c.ring == nil {
 		cfg := virtq.Config{
 			Mem: s.mem, Size: uint16(c.num),
@@ -57,6 +61,7 @@ func (d *Device) tryStart(s *session, q *Queue) error {
 			// The guest's transmit queues (odd indexes) are only read.
 			ReadOnly: q.index%2 == 1,
 		}
+		cfg.Base, resumed = d.startBase(s, q, cfg)
 		r, err := d.cfg.newRing(s.packed(), cfg)
 		if err != nil {
 			return fmt.Errorf("%w: queue %d: %w", ErrBadMessage, q.index, err)
@@ -66,6 +71,9 @@ func (d *Device) tryStart(s *session, q *Queue) error {
 	d.ensureNetQueue(s, q)
 	c.act = d.newActive(s, q)
 	q.publish(c.act)
+	if resumed {
+		d.signalResumed(s, q)
+	}
 	return nil
 }
 
@@ -173,7 +181,7 @@ func (d *Device) dropRing(q *Queue) {
 	if n := c.ring.InFlight(); n > 0 {
 		d.log.Warn("vhost ring stopped with chains in flight; the guest loses them", "queue", q.index, "inflight", n)
 	}
-	c.base = c.ring.State()
+	c.base, c.baseOwn = c.ring.State(), true
 	c.ring = nil
 }
 

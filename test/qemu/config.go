@@ -164,6 +164,10 @@ type GuestConfig struct {
 	KernelArgs []string
 	// QEMUArgs are appended to QEMU's command line.
 	QEMUArgs []string
+	// Files are laid into the guest beside the run's script, as
+	// /xvs/NAME (executable), from the host file each name maps to:
+	// programs GuestTool built, for commands to run.
+	Files map[string]string
 }
 
 func (c *GuestConfig) validate() error {
@@ -189,6 +193,11 @@ func (c *GuestConfig) validate() error {
 		}
 		if n.Server && n.Reconnect > 0 {
 			return fmt.Errorf("nic %d: Reconnect only applies in client mode", i)
+		}
+	}
+	for name := range c.Files {
+		if !validName(name) {
+			return fmt.Errorf("file %q: want letters, digits, '-' or '_'", name)
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -77,7 +78,7 @@ func StartGuest(t testing.TB, cfg GuestConfig) *Guest {
 	}
 	g.macs = guestMACs(cfg.NICs)
 	initrd := filepath.Join(dir, "initrd.img")
-	if err := writeRunInitrd(initrd, img, guestScript(&cfg, g.macs)); err != nil {
+	if err := writeRunInitrd(initrd, img, guestScript(&cfg, g.macs), cfg.Files); err != nil {
 		t.Fatalf("guest initrd: %v", err)
 	}
 	args := qemuArgs(&cfg, g.macs, img.Kernel, initrd, g.console, g.reports)
@@ -290,7 +291,7 @@ func qemuArgs(c *GuestConfig, macs []string, kernel, initrd, console, reports st
 // writeRunInitrd writes the run's initrd: the cached image followed by an
 // archive with lib.sh and run.sh (the kernel unpacks concatenated archives
 // in order).
-func writeRunInitrd(path string, img *GuestImage, script string) error {
+func writeRunInitrd(path string, img *GuestImage, script string, files map[string]string) error {
 	base, err := os.ReadFile(img.Initrd)
 	if err != nil {
 		return err
@@ -305,6 +306,18 @@ func writeRunInitrd(path string, img *GuestImage, script string) error {
 	cw.Dir("xvs")
 	cw.File("xvs/lib.sh", 0o644, guestLib)
 	cw.File("xvs/run.sh", 0o644, []byte(script))
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		body, err := os.ReadFile(files[name])
+		if err != nil {
+			return err
+		}
+		cw.File("xvs/"+name, 0o755, body)
+	}
 	if err := cw.Close(); err != nil {
 		return err
 	}

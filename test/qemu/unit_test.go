@@ -255,8 +255,12 @@ func TestWriteRunInitrd(t *testing.T) {
 	if err := os.WriteFile(img.Initrd, base.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	tool := filepath.Join(dir, "tool")
+	if err := os.WriteFile(tool, []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(dir, "run.img")
-	if err := writeRunInitrd(out, img, "echo run\n"); err != nil {
+	if err := writeRunInitrd(out, img, "echo run\n", map[string]string{"tool": tool}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(out)
@@ -275,8 +279,11 @@ func TestWriteRunInitrd(t *testing.T) {
 	got := map[string]string{}
 	for _, e := range readNewc(t, arch.Bytes()) {
 		got[e.name] = string(e.body)
+		if e.name == "xvs/tool" && e.mode&0o111 == 0 {
+			t.Errorf("xvs/tool mode %o: not executable", e.mode)
+		}
 	}
-	if got["xvs/run.sh"] != "echo run\n" || got["xvs/lib.sh"] != string(guestLib) {
+	if got["xvs/run.sh"] != "echo run\n" || got["xvs/lib.sh"] != string(guestLib) || got["xvs/tool"] != "\x7fELF" {
 		t.Errorf("run archive: %v", func() []string {
 			var n []string
 			for k := range got {

@@ -31,6 +31,7 @@ type Ring struct {
 
 	owned   map[uint16][]uint64 // chain id -> pool buffers it holds
 	partial *partialRx          // a merged RX frame still missing buffers
+	base    uint32              // the SET_VRING_BASE it was last set up with
 }
 
 // NewRing lays out a ring of size descriptors of either kind in region 0
@@ -132,13 +133,22 @@ func (r *Ring) reap() ([]Completion, [][]uint64, error) {
 // if enable. Send, PostRx and Receive then find r by its queue pair.
 func (f *FrontEnd) SetupRing(i int, r *Ring, enable bool) {
 	f.t.Helper()
+	f.SetupRingAt(i, r, enable, r.Config().Base)
+}
+
+// SetupRingAt is SetupRing with SET_VRING_BASE carrying base instead of a
+// fresh ring's state.
+func (f *FrontEnd) SetupRingAt(i int, r *Ring, enable bool, base uint32) {
+	f.t.Helper()
 	cfg := r.Config()
+	cfg.Base = base
 	for len(f.rings) <= i {
 		f.rings = append(f.rings, nil)
 		f.kickFDs = append(f.kickFDs, -1)
 		f.callFDs = append(f.callFDs, -1)
 	}
 	f.rings[i] = r
+	r.base = base
 	idx := uint32(i)
 	f.request(ReqSetVringNum, VringState(idx, uint32(cfg.Size)))
 	f.request(ReqSetVringBase, VringState(idx, cfg.Base))
