@@ -124,6 +124,7 @@ func (b *nicBinding) counters(k map[string]uint64) {
 func addKernelCounts(k map[string]uint64, c bpf.Counters, socks []xsk.Stats) {
 	k["xdp_redirected"] += c.Redirected
 	k["xdp_no_socket_passed"] += c.NoSocketPassed
+	k["xdp_bad_queue_passed"] += c.BadQueuePassed
 	k["xdp_not_owned_passed"] += c.NotOwnedPassed
 	k["xdp_host_arp_passed"] += c.HostARPPassed
 	k["xdp_host_nd_passed"] += c.HostNDPassed
