@@ -4,8 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/xvswitch/xvswitch/metrics"
@@ -68,10 +70,22 @@ func serve(cfg settings) error {
 	defer stop()
 	if cfg.Metrics != "" {
 		go func() {
-			if err := metrics.Serve(ctx, cfg.Metrics, sw); err != nil {
+			l, err := net.Listen("tcp", cfg.Metrics)
+			if err == nil {
+				err = metrics.Serve(ctx, l, sw, metricsBuild())
+			}
+			if err != nil {
 				slog.Error("metrics endpoint", "err", err)
 			}
 		}()
 	}
 	return sw.Run(ctx)
+}
+
+// metricsBuild is this binary's version and commit, for the metrics'
+// xvswitch_build_info.
+func metricsBuild() metrics.Build {
+	bi, _ := debug.ReadBuildInfo()
+	s := readStamp(version, commit, bi)
+	return metrics.Build{Version: s.release, Commit: s.rev}
 }
