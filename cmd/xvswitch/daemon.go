@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -60,26 +62,46 @@ func daemon(args []string, _, errOut io.Writer) error {
 }
 
 // serve builds the switch and runs it, and the metrics endpoint, until
-// SIGINT or SIGTERM.
+// SIGINT or SIGTERM. The metrics address is taken first: one the daemon
+// cannot have is fatal before anything is set up.
 func serve(cfg settings) error {
+	var ml net.Listener
+	if cfg.Metrics != "" {
+		l, err := listenMetrics(cfg.Metrics)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		ml = l
+	}
 	sw, err := vswitch.New(cfg.Config)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if cfg.Metrics != "" {
+	if ml != nil {
 		go func() {
-			l, err := net.Listen("tcp", cfg.Metrics)
-			if err == nil {
-				err = metrics.Serve(ctx, l, sw, metricsBuild())
-			}
-			if err != nil {
+			if err := metrics.Serve(ctx, ml, sw, metricsBuild()); err != nil {
 				slog.Error("metrics endpoint", "err", err)
 			}
 		}()
 	}
 	return sw.Run(ctx)
+}
+
+// listenMetrics listens on --metrics' address, or says why it cannot
+// (address already in use, cannot assign requested address, ...).
+func listenMetrics(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			err = errno
+		}
+		return nil, fmt.Errorf("--metrics %s: cannot serve metrics there: %w", addr, err)
+	}
+	return l, nil
 }
 
 // metricsBuild is this binary's version and commit, for the metrics'
