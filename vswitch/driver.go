@@ -68,7 +68,8 @@ type EgressQueue interface {
 }
 
 // kernelCounter is implemented by ports whose kernel side keeps counters
-// of its own (see ctl.PortCounters.Kernel).
+// of its own (see ctl.PortCounters.Kernel). KernelCounters must name every
+// key it returns: the metrics have a series only for those.
 type kernelCounter interface {
 	kernelCounters() map[string]uint64
 }

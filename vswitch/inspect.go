@@ -1,9 +1,13 @@
 package vswitch
 
 import (
+	"maps"
+	"slices"
 	"sort"
 
+	"github.com/xvswitch/xvswitch/bpf"
 	"github.com/xvswitch/xvswitch/ctl"
+	"github.com/xvswitch/xvswitch/xsk"
 )
 
 // What `xvswitch show` and the metrics endpoint read of a running switch.
@@ -74,3 +78,15 @@ func (s *Switch) WorkerSleeps() []uint64 {
 
 // DropReasons names every reason a frame can be dropped for, in order.
 func (s *Switch) DropReasons() []string { return DropReasons() }
+
+// KernelCounters names, in order, every counter a port's kernel counters
+// (ctl.PortCounters.Kernel) may hold: a NIC's XDP verdicts, its sockets'
+// AF_XDP statistics and what happened to its interface. The metrics give
+// each a series of their own, and their tests check them against this
+// list, so it is made by the code that fills the counters in.
+func KernelCounters() []string {
+	k := map[string]uint64{}
+	addKernelCounts(k, bpf.Counters{}, []xsk.Stats{{}})
+	new(nicEvents).addTo(k)
+	return slices.Sorted(maps.Keys(k))
+}

@@ -109,19 +109,27 @@ func (b *nicBinding) close() error {
 // counters adds the program's verdicts and the sockets' kernel statistics
 // to k (safe beside the workers: both are syscalls the kernel serialises).
 func (b *nicBinding) counters(k map[string]uint64) {
-	if c, err := b.steer.Counters(); err == nil {
-		k["xdp_redirected"] += c.Redirected
-		k["xdp_no_socket_passed"] += c.NoSocketPassed
-		k["xdp_not_owned_passed"] += c.NotOwnedPassed
-		k["xdp_host_arp_passed"] += c.HostARPPassed
-		k["xdp_host_nd_passed"] += c.HostNDPassed
-		k["xdp_short_passed"] += c.ShortPassed
-	}
+	c, _ := b.steer.Counters() // zeros if it cannot be read
+	stats := make([]xsk.Stats, 0, len(b.socks))
 	for _, s := range b.socks {
-		st, err := s.Stats()
-		if err != nil {
-			continue
+		if st, err := s.Stats(); err == nil {
+			stats = append(stats, st)
 		}
+	}
+	addKernelCounts(k, c, stats)
+}
+
+// addKernelCounts adds the XDP program's verdicts and each AF_XDP socket's
+// XDP_STATISTICS to a port's kernel counters. KernelCounters names them.
+func addKernelCounts(k map[string]uint64, c bpf.Counters, socks []xsk.Stats) {
+	k["xdp_redirected"] += c.Redirected
+	k["xdp_no_socket_passed"] += c.NoSocketPassed
+	k["xdp_bad_queue_passed"] += c.BadQueuePassed
+	k["xdp_not_owned_passed"] += c.NotOwnedPassed
+	k["xdp_host_arp_passed"] += c.HostARPPassed
+	k["xdp_host_nd_passed"] += c.HostNDPassed
+	k["xdp_short_passed"] += c.ShortPassed
+	for _, st := range socks {
 		k["af_xdp_rx_dropped"] += st.RXDropped
 		k["af_xdp_rx_ring_full"] += st.RXRingFull
 		k["af_xdp_rx_fill_ring_empty"] += st.RXFillRingEmptyDescs

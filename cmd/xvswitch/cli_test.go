@@ -59,6 +59,11 @@ func TestCLIAddDelPort(t *testing.T) {
 		`xvswitch_drops_total{port="second",queue="0",reason="no_rx_buffers"} 0`,
 		"xvswitch_fdb_entries 1",
 		"# TYPE xvswitch_drops_total counter",
+		// Waiting for their front-ends: not up.
+		`xvswitch_port_up{port="vm-a"} 0`,
+		`xvswitch_port_info{kind="vhost",port="second",state="waiting"} 1`,
+		`xvswitch_build_info{commit=`,
+		"# TYPE process_start_time_seconds gauge",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)

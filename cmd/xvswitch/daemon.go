@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/xvswitch/xvswitch/metrics"
@@ -59,20 +63,52 @@ func daemon(args []string, _, errOut io.Writer) error {
 }
 
 // serve builds the switch and runs it, and the metrics endpoint, until
-// SIGINT or SIGTERM.
+// SIGINT or SIGTERM. The metrics address is taken first: one the daemon
+// cannot have is fatal before anything is set up.
 func serve(cfg settings) error {
+	var ml net.Listener
+	if cfg.Metrics != "" {
+		l, err := listenMetrics(cfg.Metrics)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		ml = l
+	}
 	sw, err := vswitch.New(cfg.Config)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if cfg.Metrics != "" {
+	if ml != nil {
 		go func() {
-			if err := metrics.Serve(ctx, cfg.Metrics, sw); err != nil {
+			if err := metrics.Serve(ctx, ml, sw, metricsBuild()); err != nil {
 				slog.Error("metrics endpoint", "err", err)
 			}
 		}()
 	}
 	return sw.Run(ctx)
+}
+
+// listenMetrics listens on --metrics' address, or says why it cannot
+// (address already in use, cannot assign requested address, ...).
+func listenMetrics(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			err = errno
+		}
+		return nil, fmt.Errorf("--metrics %s: cannot serve metrics there: %w", addr, err)
+	}
+	return l, nil
+}
+
+// metricsBuild is this binary's version and commit, for the metrics'
+// xvswitch_build_info.
+func metricsBuild() metrics.Build {
+	bi, _ := debug.ReadBuildInfo()
+	s := readStamp(version, commit, bi)
+	return metrics.Build{Version: s.release, Commit: s.rev}
 }

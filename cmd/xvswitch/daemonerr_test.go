@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDaemonFatalError: a daemon that cannot start logs why, then
@@ -62,5 +65,44 @@ func TestDaemonPermissionHints(t *testing.T) {
 			!strings.Contains(lines[n-1], `msg="xvswitch stopped"`) {
 			t.Errorf("run %v: exit %d, want 1 and %q, then xvswitch stopped:\n%s", tc.args, code, tc.want, out)
 		}
+	}
+}
+
+// TestMetricsAddressBusy: a --metrics address another program holds is
+// fatal at start: one line says so, the daemon never says it is
+// running, sets nothing up and exits 1.
+func TestMetricsAddressBusy(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	addr := busy.Addr().String()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	vm := filepath.Join(dir, "vm1.sock")
+	cmd := exec.CommandContext(ctx, buildXvswitch(t), "run", "--ctl", filepath.Join(dir, "ctl.sock"), "--metrics", addr, "--vhost", vm)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want 1\n%s", err, stderr.String())
+	}
+	var saying []string
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(line, addr) {
+			saying = append(saying, line)
+		}
+	}
+	want := "--metrics " + addr + ": cannot serve metrics there: address already in use"
+	if len(saying) != 1 || !strings.Contains(saying[0], "level=ERROR") || !strings.Contains(saying[0], want) {
+		t.Errorf("want one error line saying %q, got:\n%s", want, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "xvswitch running") {
+		t.Errorf("the daemon said it was running:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(vm); err == nil {
+		t.Errorf("the daemon set up %s before failing", vm)
 	}
 }

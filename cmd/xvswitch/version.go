@@ -37,39 +37,50 @@ func printVersion(args []string, out, _ io.Writer) error {
 // versionText is what `xvswitch version` prints, from the -X values (if
 // any) and the build info the Go toolchain records (bi may be nil).
 func versionText(release, rev string, bi *debug.BuildInfo) string {
-	var when string
-	modified := false
-	goVersion := runtime.Version()
-	if bi != nil {
-		if release == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			release = bi.Main.Version
+	s := readStamp(release, rev, bi)
+	commit := "commit unknown (built without version control information)"
+	if s.rev != "" {
+		commit = "commit " + s.rev
+		if s.modified {
+			commit += " (modified)"
 		}
-		goVersion = bi.GoVersion
-		for _, s := range bi.Settings {
-			switch s.Key {
+		if s.when != "" {
+			commit += ", " + s.when
+		}
+	}
+	return fmt.Sprintf("xvswitch %s\n%s\n%s %s/%s\n", s.release, commit, s.goVersion, runtime.GOOS, runtime.GOARCH)
+}
+
+// stamp is what a build says of itself: `xvswitch version` and the
+// metrics' xvswitch_build_info.
+type stamp struct {
+	release, rev, when, goVersion string
+	modified                      bool
+}
+
+// readStamp takes the -X values, and what they leave unset from bi.
+func readStamp(release, rev string, bi *debug.BuildInfo) stamp {
+	s := stamp{release: release, rev: rev, goVersion: runtime.Version()}
+	if bi != nil {
+		if s.release == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			s.release = bi.Main.Version
+		}
+		s.goVersion = bi.GoVersion
+		for _, set := range bi.Settings {
+			switch set.Key {
 			case "vcs.revision":
-				if rev == "" {
-					rev = s.Value
+				if s.rev == "" {
+					s.rev = set.Value
 				}
 			case "vcs.time":
-				when = s.Value
+				s.when = set.Value
 			case "vcs.modified":
-				modified = s.Value == "true"
+				s.modified = set.Value == "true"
 			}
 		}
 	}
-	if release == "" {
-		release = "devel"
+	if s.release == "" {
+		s.release = "devel"
 	}
-	commit := "commit unknown (built without version control information)"
-	if rev != "" {
-		commit = "commit " + rev
-		if modified {
-			commit += " (modified)"
-		}
-		if when != "" {
-			commit += ", " + when
-		}
-	}
-	return fmt.Sprintf("xvswitch %s\n%s\n%s %s/%s\n", release, commit, goVersion, runtime.GOOS, runtime.GOARCH)
+	return s
 }
