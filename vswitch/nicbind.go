@@ -18,6 +18,9 @@ import (
 // interface: the port drops the old binding and makes a new one.
 type nicBinding struct {
 	ifindex int
+	// hostMAC is the interface's own MAC, the host's (0: none, a device
+	// without a 6-byte address).
+	hostMAC uint64
 	mtu     int
 	up      bool // IFF_UP and IFF_RUNNING when bound
 	steer   *bpf.Steering
@@ -53,7 +56,7 @@ func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("vswitch: nic %s: %w", spec.Ifname, err)
 	}
-	b := &nicBinding{ifindex: ifi.Index, mtu: ifi.MTU, up: ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0}
+	b := &nicBinding{ifindex: ifi.Index, hostMAC: hostMACKey(ifi.HardwareAddr), mtu: ifi.MTU, up: ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0}
 	defer func() {
 		if err != nil {
 			_ = b.close()
@@ -136,4 +139,13 @@ func addKernelCounts(k map[string]uint64, c bpf.Counters, socks []xsk.Stats) {
 		k["af_xdp_rx_invalid_descs"] += st.RXInvalidDescs
 		k["af_xdp_tx_invalid_descs"] += st.TXInvalidDescs
 	}
+}
+
+// hostMACKey is a MAC key of the interface's hardware address, 0 unless it
+// is a 6-byte unicast one.
+func hostMACKey(hw net.HardwareAddr) uint64 {
+	if len(hw) != 6 || hw[0]&1 != 0 {
+		return 0
+	}
+	return MACKey(hw)
 }

@@ -54,7 +54,12 @@ func (s *Switch) AddNIC(spec portspec.NIC) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.addSecuredPort(spec.Name, drv, security{maxMACs: orDefault(spec.MaxMACs, DefaultNICMaxMACs)}); err != nil {
+	// The host's own MAC on the NIC is a static entry of its port: a
+	// guest sending from it cannot have it learned behind itself, which
+	// would make the NIC's program steer the host's unicast into the
+	// switch. (No source check: a NIC forwards a whole network's MACs.)
+	sec := security{mac: drv.bound.hostMAC, maxMACs: orDefault(spec.MaxMACs, DefaultNICMaxMACs)}
+	if _, err := s.addSecuredPort(spec.Name, drv, sec); err != nil {
 		drv.Close()
 		return err
 	}
