@@ -1,5 +1,7 @@
 package vswitch
 
+import "sync/atomic"
+
 // groupBit is the multicast/broadcast bit of a MAC key (first octet's LSB).
 const groupBit = 1 << 40
 
@@ -22,6 +24,9 @@ type forwarder struct {
 	rc, tc Counts
 	// held is the output queue whose lock the worker holds, if any.
 	held *egress
+	// taps is the switch's table of running captures (capture.go), nil
+	// while none runs.
+	taps *atomic.Pointer[tapTable]
 }
 
 // forward moves one burst from in to its destinations and returns how many
@@ -99,6 +104,11 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		} else {
 			rc.floodCopies += uint64(nf * (copies - 1))
 		}
+	}
+	// Captures (capture.go) copy the burst's frames here, before any
+	// transmit. While none runs, this load and branch is all they cost.
+	if t := w.taps.Load(); t != nil {
+		w.tap(t, src, ports, masks, n)
 	}
 	for p, m := range masks {
 		if m == 0 {
