@@ -49,15 +49,7 @@ func TestCapturePing(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "nic1.pcap")
 	capture := exec.Command(buildXvswitch(t), "capture", "nic1", "-w", file, "--ctl", d.ctl)
-	stderr, err := capture.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := capture.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer capture.Process.Kill()
-	rest := waitCapturing(t, stderr)
+	rest := startCapture(t, capture)
 	ping("3")
 	if err := capture.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -90,18 +82,11 @@ func TestCapturePing(t *testing.T) {
 	}
 	var dumped strings.Builder
 	tcpdump.Stdout, tcpdump.Stderr = &dumped, &dumped
-	if stderr, err = capture.StderrPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := capture.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer capture.Process.Kill()
+	rest = startCapture(t, capture)
 	if err := tcpdump.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer tcpdump.Process.Kill()
-	rest = waitCapturing(t, stderr)
 	ping("3")
 	summary, _ = io.ReadAll(rest)
 	if err := capture.Wait(); err != nil || !strings.HasPrefix(string(summary), "2 packets captured\n") {

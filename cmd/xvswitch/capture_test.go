@@ -245,15 +245,7 @@ func TestCaptureStopsOnSIGINT(t *testing.T) {
 	sock := captureDaemon(t, frames, "")
 	file := filepath.Join(t.TempDir(), "vm1.pcap")
 	cmd := exec.Command(buildXvswitch(t), "capture", "vm1", "-w", file, "--ctl", sock)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	errOut := waitCapturing(t, stderr)
+	errOut := startCapture(t, cmd)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -273,10 +265,19 @@ func TestCaptureStopsOnSIGINT(t *testing.T) {
 	}
 }
 
-// waitCapturing reads a capture's stderr up to its "capturing on" line
-// (after which Ctrl-C ends it cleanly) and returns the rest of it.
-func waitCapturing(t *testing.T, stderr io.Reader) *bufio.Reader {
+// startCapture starts cmd, an xvswitch capture, and reads its stderr up to
+// the "capturing on" line (after which Ctrl-C ends it cleanly); it returns
+// the rest of stderr, to be read before cmd.Wait.
+func startCapture(t *testing.T, cmd *exec.Cmd) *bufio.Reader {
 	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	r := bufio.NewReader(stderr)
 	line, err := r.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "capturing on ") {
