@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,17 +17,36 @@ import (
 // Call sends one request to the daemon listening at path and returns its
 // response; a response carrying an error is returned with that error.
 func Call(path string, req Request) (Response, error) {
-	conn, err := net.DialTimeout("unix", path, 5*time.Second)
+	conn, err := dial(path)
 	if err != nil {
-		return Response{}, dialError(path, err)
+		return Response{}, err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(ioTimeout))
+	return roundTrip(conn, bufio.NewReader(conn), req)
+}
+
+// dial connects to the daemon's socket at path.
+func dial(path string) (net.Conn, error) {
+	conn, err := net.DialTimeout("unix", path, 5*time.Second)
+	if err != nil {
+		return nil, dialError(path, err)
+	}
+	return conn, nil
+}
+
+// roundTrip sends req on conn and reads the response line from r (conn's
+// reader, which a stream goes on reading after it).
+func roundTrip(conn net.Conn, r *bufio.Reader, req Request) (Response, error) {
 	if err := json.NewEncoder(conn).Encode(req); err != nil {
 		return Response{}, err
 	}
+	line, err := r.ReadBytes('\n')
 	var resp Response
-	if err := json.NewDecoder(conn).Decode(&resp); err != nil {
+	if err == nil {
+		err = json.Unmarshal(line, &resp)
+	}
+	if err != nil {
 		return Response{}, fmt.Errorf("reading the daemon's answer: %w", err)
 	}
 	if resp.Error != "" {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -25,7 +26,8 @@ type Handler func(Request) Response
 
 // Serve listens on path (replacing a stale socket file, refusing one
 // another daemon still listens on) and answers requests with h until ctx
-// ends; the socket file is removed on return.
+// ends; the socket file is removed on return, after the streams still
+// running ended (at most streamGrace).
 func Serve(ctx context.Context, path string, h Handler) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -48,6 +50,8 @@ func Serve(ctx context.Context, path string, h Handler) error {
 		l.Close()
 	}()
 	defer os.Remove(path)
+	var conns sync.WaitGroup
+	defer waitConns(&conns)
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -58,11 +62,31 @@ func Serve(ctx context.Context, path string, h Handler) error {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go serveConn(conn, h)
+		conns.Add(1)
+		go func() {
+			defer conns.Done()
+			serveConn(ctx, conn, h)
+		}()
 	}
 }
 
-func serveConn(conn net.Conn, h Handler) {
+// streamGrace is how long Serve, stopping, waits for its connections:
+// a stream ends when ctx does, and sends its last record.
+const streamGrace = 3 * time.Second
+
+func waitConns(wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(streamGrace):
+	}
+}
+
+func serveConn(ctx context.Context, conn net.Conn, h Handler) {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(ioTimeout))
 	sc := bufio.NewScanner(conn)
@@ -77,5 +101,39 @@ func serveConn(conn net.Conn, h Handler) {
 	} else {
 		resp = h(req)
 	}
-	_ = json.NewEncoder(conn).Encode(resp)
+	err := json.NewEncoder(conn).Encode(resp)
+	if resp.Stream != nil {
+		serveStream(ctx, conn, resp.Stream, err)
+	}
+}
+
+// serveStream runs a response's stream on conn until the client closes
+// its side (cause ErrClientStopped) or ctx ends; if the response could not
+// be written (werr), the stream starts with its context done.
+func serveStream(ctx context.Context, conn net.Conn, stream Stream, werr error) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if werr != nil {
+		cancel(werr)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	go func() {
+		// The client sends nothing after its request: a read returns when
+		// it closes its side or goes away.
+		var b [1]byte
+		_, _ = conn.Read(b[:])
+		cancel(ErrClientStopped)
+	}()
+	if err := stream(sctx, timedWriter{conn}); err != nil {
+		slog.Debug("control socket stream", "err", err)
+	}
+}
+
+// timedWriter fails a write the client does not take within ioTimeout, so
+// a client that stopped reading cannot hold a stream forever.
+type timedWriter struct{ conn net.Conn }
+
+func (w timedWriter) Write(b []byte) (int, error) {
+	_ = w.conn.SetWriteDeadline(time.Now().Add(ioTimeout))
+	return w.conn.Write(b)
 }

@@ -10,6 +10,10 @@ const (
 	OpShowStats = "show-stats"
 	OpAddPort   = "add-port" // Request.NIC or Request.Vhost: a port spec
 	OpDelPort   = "del-port" // Request.Name
+	// OpCapture streams a port's frames (Request.Name, Direction,
+	// Count): the response line is followed by the capture stream of
+	// capture.go, until the capture ends.
+	OpCapture = "capture"
 )
 
 // Request is one control-socket request: a JSON object on one line.
@@ -17,7 +21,12 @@ type Request struct {
 	Op    string `json:"op"`              // one of the Op constants
 	NIC   string `json:"nic,omitempty"`   // add-port: a --nic spec
 	Vhost string `json:"vhost,omitempty"` // add-port: a --vhost spec
-	Name  string `json:"name,omitempty"`  // del-port
+	Name  string `json:"name,omitempty"`  // del-port; capture: the port
+	// Direction is what a capture takes: DirIn, DirOut or DirBoth (also
+	// when empty).
+	Direction string `json:"direction,omitempty"`
+	// Count ends a capture after that many frames (0: when stopped).
+	Count int `json:"count,omitempty"`
 }
 
 // Response answers a Request. Error is set when the request failed.
@@ -26,6 +35,14 @@ type Response struct {
 	Ports []PortInfo     `json:"ports,omitempty"`
 	FDB   []FDBRow       `json:"fdb,omitempty"`
 	Stats []PortCounters `json:"stats,omitempty"`
+	// Capture says what a capture request started; its frames follow.
+	Capture *CaptureInfo `json:"capture,omitempty"`
+	// Stream, set by a handler, is never on the wire: it is what follows
+	// the response on the connection (OpCapture). Serve calls it once the
+	// response is written, and always calls it (with its context already
+	// done if the response could not be written), so a handler may hold
+	// resources for the stream and release them there.
+	Stream Stream `json:"-"`
 }
 
 // PortInfo is one row of `xvswitch show ports`.

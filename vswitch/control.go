@@ -34,6 +34,8 @@ func (s *Switch) Handle(req ctl.Request) ctl.Response {
 		err = s.addPortSpec(req)
 	case ctl.OpDelPort:
 		err = s.DelPort(req.Name)
+	case ctl.OpCapture:
+		resp, err = s.captureRequest(req)
 	default:
 		err = fmt.Errorf("%w %q", ErrUnknownOp, req.Op)
 	}

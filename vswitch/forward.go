@@ -1,5 +1,7 @@
 package vswitch
 
+import "sync/atomic"
+
 // groupBit is the multicast/broadcast bit of a MAC key (first octet's LSB).
 const groupBit = 1 << 40
 
@@ -29,6 +31,9 @@ type forwarder struct {
 	inFlight  int
 	egressing bool
 	owed      int
+	// taps is the switch's table of running captures (capture.go), nil
+	// while none runs.
+	taps *atomic.Pointer[tapTable]
 }
 
 // forward moves one burst from in to its destinations and returns how many
@@ -107,6 +112,11 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		} else {
 			rc.floodCopies += uint64(nf * (copies - 1))
 		}
+	}
+	// Captures (capture.go) copy the burst's frames here, before any
+	// transmit. While none runs, this load and branch is all they cost.
+	if t := w.taps.Load(); t != nil {
+		w.tap(t, src, ports, masks, n)
 	}
 	w.owed = 0
 	for _, m := range masks {

@@ -167,32 +167,58 @@ func TestIdleWorkerSleepsAndWakes(t *testing.T) {
 }
 
 func TestForwardAllocs(t *testing.T) {
+	if n := newBurstRig(t).allocsPerBurst(t, 200); n != 0 {
+		t.Fatalf("%v allocations per burst", n)
+	}
+}
+
+// burstRig is a switch with a port a whose frames go to a sink port b,
+// and a worker to forward bursts of a's frames by hand.
+type burstRig struct {
+	s      *Switch
+	w      *worker
+	a      *fakePort
+	sink   *sinkPort
+	frames [][]byte
+}
+
+func newBurstRig(tb testing.TB) *burstRig {
 	s, err := New(Config{Workers: 1, Ctl: "x"})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	a, b := newFakePort(), &sinkPort{}
-	s.addPort("a", a, 0)
-	s.addPort("b", b, 0)
-	w := s.workers[0]
-	snap := s.snap.Load()
-	frames := make([][]byte, MaxBurst)
-	for i := range frames {
-		frames[i] = ethFrame(0x0200_0000_0002, 0x0200_0000_0001, "0123456789012345678901234567890123456789012345678901")
-	}
+	r := &burstRig{s: s, w: s.workers[0], a: newFakePort(), sink: &sinkPort{}}
+	s.addPort("a", r.a, 0)
+	s.addPort("b", r.sink, 0)
 	s.fdb.AddStatic(0x0200_0000_0002, 1)
-	n := testing.AllocsPerRun(200, func() {
-		a.pending = frames
-		if got, _ := w.forward(snap, snap.polls[0][0]); got != MaxBurst {
+	for i := 0; i < MaxBurst; i++ {
+		r.frames = append(r.frames, ethFrame(0x0200_0000_0002, 0x0200_0000_0001, "0123456789012345678901234567890123456789012345678901"))
+	}
+	return r
+}
+
+// burst forwards one burst of MaxBurst frames from a.
+func (r *burstRig) burst() int {
+	snap := r.s.snap.Load()
+	r.a.pending = r.frames
+	n, _ := r.w.forward(snap, snap.polls[0][0])
+	return n
+}
+
+// allocsPerBurst forwards runs bursts (and one more to warm up), checks
+// they all reached the sink, and returns the allocations per burst.
+func (r *burstRig) allocsPerBurst(t *testing.T, runs int) float64 {
+	t.Helper()
+	before := r.sink.n
+	n := testing.AllocsPerRun(runs, func() {
+		if got := r.burst(); got != MaxBurst {
 			t.Fatalf("forwarded %d", got)
 		}
 	})
-	if n != 0 {
-		t.Fatalf("%v allocations per burst", n)
+	if got := r.sink.n - before; got != (runs+1)*MaxBurst {
+		t.Fatalf("sink got %d frames of %d", got, (runs+1)*MaxBurst)
 	}
-	if b.n != 201*MaxBurst {
-		t.Fatalf("sink got %d frames", b.n)
-	}
+	return n
 }
 
 // sinkPort counts what it is sent, without allocating.
@@ -209,22 +235,11 @@ func (p *sinkPort) Transmit(fb *Burst, m Mask, c *Counts) {
 }
 
 func BenchmarkForwardBurst32(b *testing.B) {
-	s, _ := New(Config{Workers: 1, Ctl: "x"})
-	a, sink := newFakePort(), &sinkPort{}
-	s.addPort("a", a, 0)
-	s.addPort("b", sink, 0)
-	s.fdb.AddStatic(0x0200_0000_0002, 1)
-	w := s.workers[0]
-	snap := s.snap.Load()
-	frames := make([][]byte, MaxBurst)
-	for i := range frames {
-		frames[i] = ethFrame(0x0200_0000_0002, 0x0200_0000_0001, "0123456789012345678901234567890123456789012345678901")
-	}
+	r := newBurstRig(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		a.pending = frames
-		w.forward(snap, snap.polls[0][0])
+		r.burst()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*MaxBurst), "ns/frame")
 }

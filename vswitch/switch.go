@@ -37,6 +37,7 @@ type Switch struct {
 	start   time.Time
 	// fdbChanged wakes the housekeeper when a MAC was learned or moved.
 	fdbChanged chan struct{}
+	caps       captures // running captures (capture.go)
 }
 
 // New makes a switch with no ports; Run starts it.
@@ -65,6 +66,7 @@ func New(cfg Config) (*Switch, error) {
 		if err != nil {
 			return nil, err
 		}
+		w.taps = &s.caps.table
 		s.workers = append(s.workers, w)
 	}
 	return s, nil

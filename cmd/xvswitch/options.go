@@ -18,6 +18,7 @@ import (
 type option struct {
 	section string // starts a new group of options in --help
 	name    string // without the dashes
+	short   string // a one-letter name that also works, as tcpdump's -w does
 	value   string // what the value looks like ("N", "LIST"); "" for a switch
 	help    string
 	def     string             // the default, for --help; "" for none
@@ -47,7 +48,7 @@ var errHelp = errors.New("help requested")
 
 func findOption(opts []option, name string) *option {
 	for i := range opts {
-		if opts[i].name == name {
+		if opts[i].name == name || opts[i].short != "" && opts[i].short == name {
 			return &opts[i]
 		}
 	}
@@ -79,6 +80,7 @@ func parseArgs(args []string, opts []option) ([]assignment, []string, error) {
 		if o == nil {
 			return nil, nil, usagef("unknown option --%s%s", name, suggest(name, optionNames(opts), "--"))
 		}
+		name = o.name
 		switch {
 		case o.value == "":
 			if !hasVal {
@@ -148,6 +150,9 @@ func writeOptions(w io.Writer, opts []option) {
 		head := "  --" + o.name
 		if o.value != "" {
 			head += " " + o.value
+		}
+		if o.short != "" {
+			head += ", -" + strings.TrimSpace(o.short+" "+o.value)
 		}
 		fmt.Fprintln(w, head)
 		help := o.help

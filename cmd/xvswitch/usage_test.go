@@ -96,7 +96,11 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"add-port"}, "xvswitch add-port: add-port adds one port: give one --nic SPEC or one --vhost SPEC"},
 		{[]string{"add-port", "--vhost", "/run/vm.sock,queues=0"}, `xvswitch add-port: --vhost /run/vm.sock,queues=0: bad port spec: queues="0": want 1..256`},
 		{[]string{"del-port"}, "xvswitch del-port: del-port takes one port name, as 'xvswitch show ports' lists it"},
-		{[]string{"help", "shwo"}, `xvswitch help: unknown command "shwo": want run, show, add-port, del-port, version or help (did you mean show?)`},
+		{[]string{"capture"}, "xvswitch capture: capture takes one port name, as 'xvswitch show ports' lists it"},
+		{[]string{"capture", "vm1", "-c", "0"}, "xvswitch capture: --count 0: want a number of frames, 1 or more"},
+		{[]string{"capture", "vm1", "--direction", "inout"}, "xvswitch capture: --direction inout: want in, out or both"},
+		{[]string{"capture", "vm1", "-w"}, "xvswitch capture: --write needs a value: FILE"},
+		{[]string{"help", "shwo"}, `xvswitch help: unknown command "shwo": want run, show, capture, add-port, del-port, version or help (did you mean show?)`},
 	} {
 		code, out, errOut := runCLI(tc.args...)
 		hint := "See 'xvswitch " + tc.args[0] + " --help'.\n"
@@ -104,7 +108,7 @@ func TestBadArguments(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr:\n%s\nwant exit 2, stderr:\n%s\n%s", tc.args, code, out, errOut, tc.want, hint)
 		}
 	}
-	if code, _, errOut := runCLI("shwo", "ports"); code != 2 || errOut != "xvswitch: unknown command \"shwo\": want run, show, add-port, del-port, version or help (did you mean show?)\nSee 'xvswitch --help'.\n" {
+	if code, _, errOut := runCLI("shwo", "ports"); code != 2 || errOut != "xvswitch: unknown command \"shwo\": want run, show, capture, add-port, del-port, version or help (did you mean show?)\nSee 'xvswitch --help'.\n" {
 		t.Errorf("unknown command: exit %d, stderr %q", code, errOut)
 	}
 }
