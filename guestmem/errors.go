@@ -15,7 +15,4 @@ var (
 	// ErrTooManySegments means a buffer needed more segments than the
 	// caller's array had room for.
 	ErrTooManySegments = errors.New("guestmem: buffer needs too many segments")
-	// ErrFault means touching guest memory faulted: the file behind it was
-	// truncated (see Protect).
-	ErrFault = errors.New("guestmem: fault on guest memory")
 )

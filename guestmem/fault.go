@@ -1,9 +1,14 @@
 package guestmem
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
 )
+
+// ErrFault means touching guest memory faulted: the file behind it was
+// truncated (see Protect).
+var ErrFault = errors.New("guestmem: fault on guest memory")
 
 // A front-end owns the files behind its guest's memory and can truncate
 // one after we mapped it (QEMU seals its memfds, DPDK's virtio-user does

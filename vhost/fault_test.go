@@ -20,12 +20,12 @@ import (
 // break this device with the memory fault as the reason, not kill the
 // process. The next front-end on the same device works.
 func TestControlPathMemoryFault(t *testing.T) {
-	for _, packed := range []bool{false, true} {
-		name := "split"
-		if packed {
-			name = "packed"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, ring := range []struct {
+		name   string
+		packed bool
+	}{{"split: building the ring", false}, {"packed: rebinding the queue", true}} {
+		packed := ring.packed
+		t.Run(ring.name, func(t *testing.T) {
 			d, evs, mu := newDevice(t, vhost.Config{QueuePairs: 1})
 			fe := vhosttest.Connect(t, d)
 			o := vhosttest.Options{Packed: packed}
