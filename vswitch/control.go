@@ -30,6 +30,10 @@ func (s *Switch) Handle(req ctl.Request) ctl.Response {
 		resp.FDB = s.FDB()
 	case ctl.OpShowStats:
 		resp.Stats = s.Stats()
+	case ctl.OpShowWorkers:
+		resp.Workers = s.Workers()
+	case ctl.OpClearStats:
+		s.ClearStats()
 	case ctl.OpAddPort:
 		err = s.addPortSpec(req)
 	case ctl.OpDelPort:
