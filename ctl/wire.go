@@ -14,8 +14,8 @@ const (
 	// refused learning); the kernel's (PortCounters.Kernel) stay since
 	// start: the switch cannot reset them.
 	OpClearStats = "clear-stats"
-	OpAddPort   = "add-port" // Request.NIC or Request.Vhost: a port spec
-	OpDelPort   = "del-port" // Request.Name
+	OpAddPort    = "add-port" // Request.NIC or Request.Vhost: a port spec
+	OpDelPort    = "del-port" // Request.Name
 	// OpCapture streams a port's frames (Request.Name, Direction,
 	// Count): the response line is followed by the capture stream of
 	// capture.go, until the capture ends.
