@@ -126,3 +126,20 @@ func TestCtlPermissionFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestUnitNotify: the example unit waits for the daemon's READY=1 and is
+// ordered before libvirt, whose guests need the vhost-user sockets.
+func TestUnitNotify(t *testing.T) {
+	if got := unitSetting(t, "Type"); len(got) != 1 || got[0] != "notify" {
+		t.Errorf("Type=%v, want notify (the daemon sends READY=1)", got)
+	}
+	before := map[string]bool{}
+	for _, u := range unitSetting(t, "Before") {
+		before[u] = true
+	}
+	for _, u := range []string{"libvirtd.service", "virtqemud.service"} {
+		if !before[u] {
+			t.Errorf("Before= lacks %s", u)
+		}
+	}
+}
