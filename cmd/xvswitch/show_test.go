@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/xvswitch/xvswitch/ctl"
 )
@@ -68,21 +66,21 @@ func TestShowStatsFloodCopies(t *testing.T) {
 	}
 }
 
-// fakeCtl serves a control socket with h and returns its path.
+// fakeCtl serves a control socket with h, a stand-in daemon, until the
+// test ends, and returns its path once it listens.
 func fakeCtl(t *testing.T, h ctl.Handler) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "ctl.sock")
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ctl.Serve(ctx, sock, h) }()
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- ctl.ServeWith(ctx, sock, h, ctl.Options{Ready: func() { close(ready) }}) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
-			return sock
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("fake control socket never appeared")
-		}
+	select {
+	case <-ready:
+		return sock
+	case err := <-done:
+		t.Fatalf("the stand-in daemon's socket: %v", err)
+		return ""
 	}
 }
 
