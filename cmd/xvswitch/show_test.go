@@ -147,3 +147,25 @@ func TestClearStatsCLI(t *testing.T) {
 		t.Fatalf("ops sent: %q", ops)
 	}
 }
+
+// TestShowWorkersAndClearDaemon: a running daemon's workers list the
+// queues they poll, and clear stats answers.
+func TestShowWorkersAndClearDaemon(t *testing.T) {
+	d := startDaemon(t, "--workers", "2", "--vhost", filepath.Join(t.TempDir(), "vm1.sock")+",queues=2")
+	var ws []ctl.WorkerInfo
+	if err := json.Unmarshal([]byte(d.cli(t, "show", "workers", "--json")), &ws); err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 2 || strings.Join(ws[0].Queues, " ") != "vm1/0" || strings.Join(ws[1].Queues, " ") != "vm1/1" || ws[0].RunningNs <= 0 {
+		t.Fatalf("workers: %+v", ws)
+	}
+	if out := d.cli(t, "show", "workers"); !strings.HasPrefix(out, "WORKER") || !strings.Contains(out, "vm1/1") {
+		t.Fatalf("show workers:\n%s", out)
+	}
+	if out := d.cli(t, "clear", "stats"); out != "" {
+		t.Fatalf("clear stats printed %q", out)
+	}
+	if out := d.cli(t, "show", "stats"); !strings.Contains(out, "FLOOD") {
+		t.Fatalf("show stats:\n%s", out)
+	}
+}
