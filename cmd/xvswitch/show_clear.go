@@ -14,8 +14,9 @@ var clearCommand = &command{
   stats   every port's and queue's packets, bytes, flood copies and drops,
           and each port's learn_refused. The kernel's counters of a NIC (XDP
           verdicts, AF_XDP statistics, interface events) are the kernel's:
-          they cannot be reset and stay since start. Metrics see the
-          cleared counters start again from zero, as after a restart.
+          they cannot be reset and stay since start, as do the workers'
+          sleeps and busy shares (show workers). Metrics see the cleared
+          counters start again from zero, as after a restart.
 `,
 	options: func() []option { return new(clearCmd).options() },
 	run:     func(args []string, _, _ io.Writer) error { return new(clearCmd).run(args) },
