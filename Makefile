@@ -13,7 +13,7 @@ FUZZTIME ?= 5s
 CLANG_VERSION := 14
 BPF2GO_TOOLS := BPF2GO_CC=clang-$(CLANG_VERSION) BPF2GO_STRIP=llvm-strip-$(CLANG_VERSION)
 
-.PHONY: all build demo test lint vet fmt-check staticcheck unit race fuzz-smoke guest deps-demo deps-test deps-gen generate bpf-check bench
+.PHONY: all build install demo test lint vet fmt-check staticcheck unit race fuzz-smoke guest deps-demo deps-test deps-gen generate bpf-check bench
 
 all: build
 
@@ -45,8 +45,38 @@ demo: deps-demo guest build
 # and the binary falls back to what Go recorded in it.
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+# One static binary: CGO_ENABLED=0, so it runs on any Linux of its
+# architecture with no libc to match. os/user then uses Go's own resolver,
+# which reads /etc/group (no NSS): a group only LDAP or sssd knows is given
+# by its GID (--ctl-group, --vhost ...,group=). The check fails the build
+# if the binary was linked with cgo after all.
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/xvswitch ./cmd/xvswitch
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/xvswitch ./cmd/xvswitch
+	@$(GO) version -m bin/xvswitch | grep -q 'CGO_ENABLED=0' || { echo "bin/xvswitch: not built with CGO_ENABLED=0" >&2; exit 1; }
+
+# `make install` (as root, after `make build` or doing it): the binary,
+# the systemd unit (its ExecStart= and --config rewritten for BINDIR and
+# SYSCONFDIR) and the example config, which replaces no config already
+# there. DESTDIR stages it for a package; `make -o build install BIN=...`
+# installs a binary built elsewhere. Then: useradd (the unit's first
+# comment), systemctl daemon-reload, edit the config, systemctl enable --now.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+BIN ?= bin/xvswitch
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/xvswitch
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	sed -e 's|/usr/local/bin/xvswitch|$(BINDIR)/xvswitch|g' -e 's|/etc/xvswitch.conf|$(SYSCONFDIR)/xvswitch.conf|g' \
+	  examples/xvswitch.service > $(DESTDIR)$(UNITDIR)/xvswitch.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/xvswitch.service
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/xvswitch.conf ]; then \
+	  echo "keeping $(DESTDIR)$(SYSCONFDIR)/xvswitch.conf (the example is examples/xvswitch.conf)"; \
+	else \
+	  echo "install -D -m 0644 examples/xvswitch.conf $(DESTDIR)$(SYSCONFDIR)/xvswitch.conf"; \
+	  install -D -m 0644 examples/xvswitch.conf $(DESTDIR)$(SYSCONFDIR)/xvswitch.conf; \
+	fi
 
 # The benchmark harness (cmd/xvs-bench): every scenario of BENCHMARKS.md on
 # xvswitch and on DPDK testpmd, alternated, into results/bench.{json,md,png}

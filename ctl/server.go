@@ -24,11 +24,29 @@ const maxRequest = 64 << 10
 // Handler answers one request. Requests arrive on their own goroutines.
 type Handler func(Request) Response
 
-// Serve listens on path (replacing a stale socket file, refusing one
+// Options are how ServeWith sets up its socket.
+type Options struct {
+	// Mode is the socket file's permissions (0: 0660, the owner and the
+	// group may connect). The owner is the daemon's user.
+	Mode os.FileMode
+	// GID, when not 0, is the socket file's group: one the daemon is a
+	// member of, or any if it has CAP_CHOWN.
+	GID int
+	// Ready, when set, is called once the socket listens with its mode
+	// and group, before the first request is accepted.
+	Ready func()
+}
+
+// Serve is ServeWith with the default Options.
+func Serve(ctx context.Context, path string, h Handler) error {
+	return ServeWith(ctx, path, h, Options{})
+}
+
+// ServeWith listens on path (replacing a stale socket file, refusing one
 // another daemon still listens on) and answers requests with h until ctx
 // ends; the socket file is removed on return, after the streams still
 // running ended (at most streamGrace).
-func Serve(ctx context.Context, path string, h Handler) error {
+func ServeWith(ctx context.Context, path string, h Handler, o Options) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -41,9 +59,12 @@ func Serve(ctx context.Context, path string, h Handler) error {
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
-	if err := os.Chmod(path, 0o660); err != nil {
+	if err := setPerm(path, o); err != nil {
 		l.Close()
 		return err
+	}
+	if o.Ready != nil {
+		o.Ready()
 	}
 	go func() {
 		<-ctx.Done()
@@ -68,6 +89,23 @@ func Serve(ctx context.Context, path string, h Handler) error {
 			serveConn(ctx, conn, h)
 		}()
 	}
+}
+
+// setPerm gives the socket file its mode and group.
+func setPerm(path string, o Options) error {
+	mode := o.Mode.Perm()
+	if mode == 0 {
+		mode = 0o660
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	if o.GID != 0 {
+		if err := os.Lchown(path, -1, o.GID); err != nil {
+			return fmt.Errorf("control socket: group %d: %w", o.GID, err)
+		}
+	}
+	return nil
 }
 
 // streamGrace is how long Serve, stopping, waits for its connections:

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -95,4 +96,64 @@ func TestServeRemovesItsSocket(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatal("socket file left behind after Serve returned")
+}
+
+// TestServeWithPermissions: the socket has its mode and group when Ready
+// is called, and answers right after.
+func TestServeWithPermissions(t *testing.T) {
+	// A group the test may give a file: its own, or any for root.
+	gid := os.Getgid()
+	if gid == 0 {
+		gid = 4242
+	}
+	path := filepath.Join(t.TempDir(), "ctl.sock")
+	ready := make(chan os.FileInfo, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeWith(ctx, path, func(Request) Response { return Response{} }, Options{
+			Mode: 0o640, GID: gid,
+			Ready: func() {
+				fi, err := os.Stat(path)
+				if err != nil {
+					t.Error(err)
+				}
+				ready <- fi
+			},
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeWith: %v", err)
+		}
+	}()
+	var fi os.FileInfo
+	select {
+	case fi = <-ready:
+	case err := <-done:
+		t.Fatalf("ServeWith returned before Ready: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Ready never called")
+	}
+	if fi == nil {
+		t.FailNow()
+	}
+	if fi.Mode().Perm() != 0o640 || fi.Mode()&os.ModeSocket == 0 {
+		t.Errorf("socket mode %v, want 0640 and a socket", fi.Mode())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Gid) != gid {
+		t.Errorf("socket group %v, want %d", fi.Sys(), gid)
+	}
+	if _, err := Call(path, Request{Op: OpShowPorts}); err != nil {
+		t.Fatalf("after Ready: %v", err)
+	}
+}
+
+// TestServeDefaultMode: without options the socket is 0660, as before.
+func TestServeDefaultMode(t *testing.T) {
+	path, _ := serve(t, func(Request) Response { return Response{} })
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket %v %v, want mode 0660", fi, err)
+	}
 }

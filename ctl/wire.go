@@ -8,8 +8,14 @@ const (
 	OpShowPorts = "show-ports"
 	OpShowFDB   = "show-fdb"
 	OpShowStats = "show-stats"
-	OpAddPort   = "add-port" // Request.NIC or Request.Vhost: a port spec
-	OpDelPort   = "del-port" // Request.Name
+	// OpShowWorkers: each poll worker, its queues, sleeps and busy share.
+	OpShowWorkers = "show-workers"
+	// OpClearStats zeroes the switch's own counters (every queue's, and
+	// refused learning); the kernel's (PortCounters.Kernel) stay since
+	// start: the switch cannot reset them.
+	OpClearStats = "clear-stats"
+	OpAddPort    = "add-port" // Request.NIC or Request.Vhost: a port spec
+	OpDelPort    = "del-port" // Request.Name
 	// OpCapture streams a port's frames (Request.Name, Direction,
 	// Count): the response line is followed by the capture stream of
 	// capture.go, until the capture ends.
@@ -35,6 +41,8 @@ type Response struct {
 	Ports []PortInfo     `json:"ports,omitempty"`
 	FDB   []FDBRow       `json:"fdb,omitempty"`
 	Stats []PortCounters `json:"stats,omitempty"`
+	// Workers answers OpShowWorkers.
+	Workers []WorkerInfo `json:"workers,omitempty"`
 	// Capture says what a capture request started; its frames follow.
 	Capture *CaptureInfo `json:"capture,omitempty"`
 	// Stream, set by a handler, is never on the wire: it is what follows
@@ -61,4 +69,22 @@ type FDBRow struct {
 	Port   string `json:"port"`
 	Static bool   `json:"static"`
 	Age    uint32 `json:"age_seconds"`
+}
+
+// WorkerInfo is one row of `xvswitch show workers`: a poll worker, the
+// queues it polls, and how it spent its time, from its own timestamps
+// taken when it goes to sleep in epoll and when it wakes.
+type WorkerInfo struct {
+	ID  int `json:"id"`
+	CPU int `json:"cpu"` // the CPU it is pinned to, -1 if none
+	// Queues are the receive queues it polls, as PORT/QUEUE.
+	Queues []string `json:"queues"`
+	// Sleeps is how many times it went idle and slept in epoll.
+	Sleeps uint64 `json:"sleeps"`
+	// RunningNs is how long it has run, IdleNs how much of that it slept.
+	RunningNs int64 `json:"running_ns"`
+	IdleNs    int64 `json:"idle_ns"`
+	// BusyPercent is 100 * (RunningNs - IdleNs) / RunningNs: the share of
+	// its time awake, polling (empty polls before it sleeps included).
+	BusyPercent float64 `json:"busy_percent"`
 }

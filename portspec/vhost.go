@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 )
 
@@ -72,21 +70,13 @@ func ParseVhost(s string) (Vhost, error) {
 		case "name":
 			v.Name = val
 		case "mode":
-			m, err := strconv.ParseUint(val, 8, 32)
-			if err != nil || m == 0 || m > 0o777 {
-				return Vhost{}, fmt.Errorf("%w: mode=%q: want octal permissions like 0660", ErrBadSpec, val)
+			if v.Mode, err = ParseMode(val); err != nil {
+				return Vhost{}, fmt.Errorf("%w: mode=%q: %v", ErrBadSpec, val, err)
 			}
-			v.Mode = os.FileMode(m)
 		case "group":
-			gid, err := strconv.Atoi(val)
-			if err != nil {
-				g, lerr := user.LookupGroup(val)
-				if lerr != nil {
-					return Vhost{}, fmt.Errorf("%w: group=%q: no such group (want a group name or GID): %v", ErrBadSpec, val, lerr)
-				}
-				gid, _ = strconv.Atoi(g.Gid)
+			if v.GID, err = ParseGroup(val); err != nil {
+				return Vhost{}, fmt.Errorf("%w: group=%q: no such group (want a group name or GID): %v", ErrBadSpec, val, err)
 			}
-			v.GID = gid
 		default:
 			return Vhost{}, fmt.Errorf("%w: unknown option %q: want client, queues=N, mac=MAC, name=NAME, mode=OCTAL or group=NAME|GID", ErrBadSpec, k)
 		}

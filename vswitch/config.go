@@ -3,6 +3,7 @@ package vswitch
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/xvswitch/xvswitch/ctl"
@@ -27,6 +28,13 @@ type Config struct {
 	CPUs      []int         // CPUs to pin workers to, round robin; empty: not pinned
 	Ctl       string        // the control socket (default ctl.DefaultPath)
 	FDBAge    time.Duration // learned MACs expire after this (default 300 s)
+	// CtlMode and CtlGID are the control socket's permissions (0: 0660)
+	// and group (0: the daemon's).
+	CtlMode os.FileMode
+	CtlGID  int
+	// Ready, when set, is called once Run added the configured ports and
+	// the control socket listens (the daemon's sd_notify READY=1).
+	Ready func()
 	// IdleAfter is how long a worker's queues must be empty before it stops
 	// polling and sleeps in epoll (0: DefaultIdleAfter; negative: never).
 	IdleAfter time.Duration

@@ -15,7 +15,7 @@ var ErrUnknownOp = errors.New("vswitch: unknown control operation")
 // ServeControl answers the CLI on the configured control socket until ctx
 // ends.
 func (s *Switch) ServeControl(ctx context.Context) error {
-	return ctl.Serve(ctx, s.cfg.Ctl, s.Handle)
+	return ctl.ServeWith(ctx, s.cfg.Ctl, s.Handle, ctl.Options{Mode: s.cfg.CtlMode, GID: s.cfg.CtlGID, Ready: s.cfg.Ready})
 }
 
 // Handle answers one control request. Port specs of add-port are parsed
@@ -30,6 +30,10 @@ func (s *Switch) Handle(req ctl.Request) ctl.Response {
 		resp.FDB = s.FDB()
 	case ctl.OpShowStats:
 		resp.Stats = s.Stats()
+	case ctl.OpShowWorkers:
+		resp.Workers = s.Workers()
+	case ctl.OpClearStats:
+		s.ClearStats()
 	case ctl.OpAddPort:
 		err = s.addPortSpec(req)
 	case ctl.OpDelPort:

@@ -1,9 +1,12 @@
 package vswitch
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
+	"sync/atomic"
+	"time"
 
 	"github.com/xvswitch/xvswitch/bpf"
 	"github.com/xvswitch/xvswitch/ctl"
@@ -89,4 +92,67 @@ func KernelCounters() []string {
 	addKernelCounts(k, bpf.Counters{}, []xsk.Stats{{}})
 	new(nicEvents).addTo(k)
 	return slices.Sorted(maps.Keys(k))
+}
+
+// Workers describes each poll worker, for `show workers`: the queues it
+// polls (in the published snapshot) and its time asleep, from the
+// timestamps it takes itself when it sleeps and wakes.
+func (s *Switch) Workers() []ctl.WorkerInfo {
+	snap := s.snap.Load()
+	out := make([]ctl.WorkerInfo, len(s.workers))
+	for i, w := range s.workers {
+		wi := ctl.WorkerInfo{ID: w.id, CPU: w.cpu, Queues: []string{}, Sleeps: w.sleeps.Load(), IdleNs: w.idleNs.Load()}
+		// idleNs before asleepAt: a wake-up between the two loads then
+		// misses a sleep's time rather than counting it twice.
+		at := w.asleepAt.Load()
+		now := int64(time.Since(s.start))
+		if at > 0 {
+			wi.IdleNs += now - at
+		}
+		if w.running.Load() {
+			wi.RunningNs = max(now-w.startedNs.Load(), wi.IdleNs)
+		}
+		if wi.RunningNs > 0 {
+			wi.BusyPercent = 100 * float64(wi.RunningNs-wi.IdleNs) / float64(wi.RunningNs)
+		}
+		if i < len(snap.polls) {
+			for _, in := range snap.polls[i] {
+				wi.Queues = append(wi.Queues, fmt.Sprintf("%s/%d", in.port.name, slices.Index(in.port.in, in)))
+			}
+		}
+		out[i] = wi
+	}
+	return out
+}
+
+// ClearStats zeroes the switch's own counters: every queue's packets,
+// bytes, drops and flood copies, and each port's refused learning. The
+// kernel's counters of a NIC (XDP verdicts, AF_XDP statistics) are not
+// the switch's to reset and keep counting since start. A burst being
+// counted while it runs may land half before and half after, so the
+// balance of the counters holds again once traffic pauses.
+func (s *Switch) ClearStats() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.ports {
+		if p == nil {
+			continue
+		}
+		for i := range p.stats {
+			p.stats[i].clear()
+		}
+		if l := s.fdb.limit(p.idx); l != nil {
+			l.refused.Store(0)
+		}
+	}
+}
+
+// clear zeroes the queue's counters.
+func (q *QueueStats) clear() {
+	for _, c := range []*atomic.Uint64{&q.RxPackets, &q.RxBytes, &q.TxPackets, &q.TxBytes, &q.FloodCopies} {
+		c.Store(0)
+	}
+	for d := range q.Drops {
+		q.Drops[d].Store(0)
+	}
 }

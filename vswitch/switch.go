@@ -76,6 +76,7 @@ func New(cfg Config) (*Switch, error) {
 func (s *Switch) startWorkers() {
 	for _, w := range s.workers {
 		w.running.Store(true)
+		w.startedNs.Store(int64(time.Since(s.start)))
 		s.wg.Add(1)
 		go w.run(s.wg.Done)
 	}

@@ -30,6 +30,14 @@ type worker struct {
 	wakers    []waker // index = epoll user data - 1 (0 is wakeFD)
 	canSleep  bool
 	sleeps    atomic.Uint64
+	// The worker's own timestamps, read by `show workers`, in nanoseconds
+	// on the switch's monotonic clock (since Switch.start): when it
+	// started, how long it slept in epoll before its last wake-up, and
+	// when its current sleep began (0: awake). The clock is read when it
+	// goes to sleep and when it wakes, never per frame.
+	startedNs atomic.Int64
+	idleNs    atomic.Int64
+	asleepAt  atomic.Int64
 }
 
 // waker is how a polled queue wakes the worker, and the queue: arming,
@@ -165,8 +173,12 @@ func (w *worker) sleep(snap *snapshot) {
 	}
 	w.sleeps.Add(1)
 	var evs [16]unix.EpollEvent
+	asleep := int64(time.Since(w.sw.start))
+	w.asleepAt.Store(asleep)
 	// The timeout only bounds how stale a missed wake-up can get.
 	n, err := unix.EpollWait(w.epfd, evs[:], 1000)
+	w.idleNs.Add(int64(time.Since(w.sw.start)) - asleep)
+	w.asleepAt.Store(0)
 	if err != nil {
 		return
 	}

@@ -27,35 +27,18 @@ import (
 // client stops. Every capture drops 3 frames.
 func captureDaemon(t *testing.T, frames []ctl.CaptureFrame, reason string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "ctl.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- ctl.Serve(ctx, path, func(req ctl.Request) ctl.Response {
-			if req.Op != ctl.OpCapture {
-				return ctl.Response{}
-			}
-			if req.Name != "vm1" {
-				return ctl.Response{Error: `vswitch: no such port: "` + req.Name + `"`}
-			}
-			return ctl.Response{Capture: &ctl.CaptureInfo{Port: req.Name, Direction: req.Direction, SnapLen: 100},
-				Stream: func(ctx context.Context, w io.Writer) error {
-					return fakeStream(ctx, ctl.NewCaptureWriter(w), frames, req.Count, reason)
-				}}
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	for i := 0; i < 200; i++ {
-		if _, err := ctl.Call(path, ctl.Request{Op: ctl.OpShowPorts}); err == nil {
-			return path
+	return fakeCtl(t, func(req ctl.Request) ctl.Response {
+		if req.Op != ctl.OpCapture {
+			return ctl.Response{}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("the stand-in daemon's socket never came up")
-	return ""
+		if req.Name != "vm1" {
+			return ctl.Response{Error: `vswitch: no such port: "` + req.Name + `"`}
+		}
+		return ctl.Response{Capture: &ctl.CaptureInfo{Port: req.Name, Direction: req.Direction, SnapLen: 100},
+			Stream: func(ctx context.Context, w io.Writer) error {
+				return fakeStream(ctx, ctl.NewCaptureWriter(w), frames, req.Count, reason)
+			}}
+	})
 }
 
 func fakeStream(ctx context.Context, cw *ctl.CaptureWriter, frames []ctl.CaptureFrame, count int, reason string) error {

@@ -75,12 +75,16 @@ func serve(cfg settings) error {
 		defer l.Close()
 		ml = l
 	}
+	// systemd's Type=notify: ready once the ports are up and the control
+	// socket listens; stopping as soon as a signal asks.
+	cfg.Config.Ready = func() { notify("READY=1") }
 	sw, err := vswitch.New(cfg.Config)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, func() { notify("STOPPING=1") })
 	if ml != nil {
 		go func() {
 			if err := metrics.Serve(ctx, ml, sw, metricsBuild()); err != nil {
@@ -89,6 +93,14 @@ func serve(cfg settings) error {
 		}()
 	}
 	return sw.Run(ctx)
+}
+
+// notify sends a state to the service manager; not reaching it is worth a
+// warning, never a failure (systemd then says why the unit never started).
+func notify(state string) {
+	if err := sdNotify(state); err != nil {
+		slog.Warn("cannot notify the service manager", "err", err)
+	}
 }
 
 // listenMetrics listens on --metrics' address, or says why it cannot

@@ -39,7 +39,7 @@ type command struct {
 var commands []*command
 
 func init() {
-	commands = []*command{runCommand, showCommand, captureCommand, addPortCommand, delPortCommand, versionCommand, helpCommand}
+	commands = []*command{runCommand, showCommand, clearCommand, captureCommand, addPortCommand, delPortCommand, versionCommand, helpCommand}
 }
 
 func findCommand(name string) *command {

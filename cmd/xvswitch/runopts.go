@@ -68,6 +68,10 @@ func (r *runFlags) options() []option {
 			help: "read settings from FILE first: one per line, an option without its dashes and its value ('nic eth1,queues=2'), and comments after a #; the command line adds to or overrides them",
 			set:  r.setConfig},
 		{name: "ctl", value: "PATH", help: "the control socket the other commands talk to", def: ctl.DefaultPath, set: r.setCtl},
+		{name: "ctl-mode", value: "OCTAL", help: "the control socket's permissions; its owner is the daemon's user", def: "0660", set: r.setCtlMode},
+		{name: "ctl-group", value: "NAME|GID",
+			help: "the control socket's group (default: the daemon's), whose members may use the CLI; a name is looked up in /etc/group (the static build has no NSS), so a group only NSS knows (LDAP, sssd) is given by its GID",
+			set:  r.setCtlGroup},
 		{name: "metrics", value: "ADDR", help: "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9417", set: r.setMetrics},
 		{name: "log-level", value: "debug|info|warn|error", help: "the least important log lines written, to stderr", def: "info", set: r.setLogLevel},
 		{name: "log-format", value: "text|json", help: "log lines as key=value text or as one JSON object each", def: "text", set: r.setLogFormat},
@@ -152,6 +156,21 @@ func (r *runFlags) setCtl(s string) error {
 		return fmt.Errorf("want the path of a socket")
 	}
 	r.cfg.Ctl = s
+	return nil
+}
+
+func (r *runFlags) setCtlMode(s string) error {
+	m, err := portspec.ParseMode(s)
+	r.cfg.CtlMode = m
+	return err
+}
+
+func (r *runFlags) setCtlGroup(s string) error {
+	gid, err := portspec.ParseGroup(s)
+	if err != nil {
+		return fmt.Errorf("no such group (want a group name or GID): %v", err)
+	}
+	r.cfg.CtlGID = gid
 	return nil
 }
 

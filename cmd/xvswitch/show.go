@@ -13,15 +13,22 @@ import (
 
 var showCommand = &command{
 	name:     "show",
-	synopsis: "ports|fdb|stats [--json] [--ctl PATH]",
-	summary:  "show a running switch's ports, forwarding table or counters",
+	synopsis: "ports|fdb|stats|workers [--json] [--ctl PATH]",
+	summary:  "show a running switch's ports, forwarding table, counters, workers",
 	about: `Shows what a running switch has, as a table or as JSON:
   ports   each port: kind, state (waiting for a guest, ready, stopped, broken),
           queues, cross-connect, and detail: the XDP and AF_XDP mode of a NIC,
           the socket and the negotiated ring kind of a vhost-user port
   fdb     the MACs the switch learned or was given (mac=), their port and age
   stats   per port, and per queue where it has several: packets and bytes
-          received and sent, drops by reason, and the kernel's XDP counters
+          received and sent, flood copies (the extra copies of flooded
+          frames: rx + flood = tx + drops across the switch), drops by
+          reason, and the kernel's XDP counters; since start or the last
+          'xvswitch clear stats', the kernel's always since start
+  workers each poll worker: its CPU, the queues it polls (PORT/QUEUE), how
+          often it slept in epoll, and its busy share: the time it was
+          awake (polling, empty polls before it sleeps included) since it
+          started, from its own timestamps when it sleeps and wakes
 `,
 	options: func() []option { return new(showCmd).options() },
 	run:     func(args []string, out, _ io.Writer) error { return new(showCmd).run(args, out) },
@@ -33,7 +40,9 @@ type showCmd struct {
 	ctl  string
 }
 
-var showOps = map[string]string{"ports": ctl.OpShowPorts, "fdb": ctl.OpShowFDB, "stats": ctl.OpShowStats}
+var showOps = map[string]string{"ports": ctl.OpShowPorts, "fdb": ctl.OpShowFDB, "stats": ctl.OpShowStats, "workers": ctl.OpShowWorkers}
+
+var showWhat = []string{"ports", "fdb", "stats", "workers"}
 
 func (c *showCmd) options() []option {
 	return []option{
@@ -51,12 +60,12 @@ func (c *showCmd) run(args []string, out io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef("show what? want ports, fdb or stats")
+		return usagef("show what? want %s", orList(showWhat))
 	}
 	what := pos[0]
 	op := showOps[what]
 	if op == "" {
-		return usagef("cannot show %q: want ports, fdb or stats%s", what, suggest(what, []string{"ports", "fdb", "stats"}, ""))
+		return usagef("cannot show %q: want %s%s", what, orList(showWhat), suggest(what, showWhat, ""))
 	}
 	resp, err := ctl.Call(c.ctl, ctl.Request{Op: op})
 	if err != nil {
@@ -75,6 +84,8 @@ func printShow(w io.Writer, what string, resp ctl.Response, asJSON bool) error {
 			return enc.Encode(nonNil(resp.Ports))
 		case "fdb":
 			return enc.Encode(nonNil(resp.FDB))
+		case "workers":
+			return enc.Encode(nonNil(resp.Workers))
 		default:
 			return enc.Encode(nonNil(resp.Stats))
 		}
@@ -96,20 +107,29 @@ func printShow(w io.Writer, what string, resp ctl.Response, asJSON bool) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%ds\n", e.MAC, e.Port, kind, e.Age)
 		}
+	case "workers":
+		fmt.Fprintln(tw, "WORKER\tCPU\tSLEEPS\tBUSY\tQUEUES")
+		for _, w := range resp.Workers {
+			cpu := "-"
+			if w.CPU >= 0 {
+				cpu = fmt.Sprint(w.CPU)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f%%\t%s\n", w.ID, cpu, w.Sleeps, w.BusyPercent, dash(strings.Join(w.Queues, " ")))
+		}
 	default:
-		fmt.Fprintln(tw, "PORT\tQUEUE\tRX PKTS\tRX BYTES\tTX PKTS\tTX BYTES\tDROPS")
+		fmt.Fprintln(tw, "PORT\tQUEUE\tRX PKTS\tRX BYTES\tTX PKTS\tTX BYTES\tFLOOD\tDROPS")
 		for _, p := range resp.Stats {
-			fmt.Fprintf(tw, "%s\t*\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, drops(p.Drops))
+			fmt.Fprintf(tw, "%s\t*\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, p.FloodCopies, drops(p.Drops))
 			if len(p.Kernel) > 0 {
-				fmt.Fprintf(tw, "\tkernel\t\t\t\t\t%s\n", drops(p.Kernel))
+				fmt.Fprintf(tw, "\tkernel\t\t\t\t\t\t%s\n", drops(p.Kernel))
 			}
 			if p.LearnRefused > 0 {
 				// Not drops: the frames went on, their sources unlearned.
-				fmt.Fprintf(tw, "\tfdb\t\t\t\t\tlearn_refused=%d\n", p.LearnRefused)
+				fmt.Fprintf(tw, "\tfdb\t\t\t\t\t\tlearn_refused=%d\n", p.LearnRefused)
 			}
 			if len(p.Queues) > 1 {
 				for _, q := range p.Queues {
-					fmt.Fprintf(tw, "\t%d\t%d\t%d\t%d\t%d\t%s\n", q.Queue, q.RxPackets, q.RxBytes, q.TxPackets, q.TxBytes, drops(q.Drops))
+					fmt.Fprintf(tw, "\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", q.Queue, q.RxPackets, q.RxBytes, q.TxPackets, q.TxBytes, q.FloodCopies, drops(q.Drops))
 				}
 			}
 		}

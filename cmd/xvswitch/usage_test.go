@@ -90,8 +90,8 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"run", "--vhost", "/run/a.sock", "--xconnect", "a=b"}, `xvswitch run: bad configuration: --xconnect a=b: no port named "b"`},
 		{[]string{"run", "stray"}, `xvswitch run: unexpected argument "stray": run takes only options`},
 		{[]string{"run", "--config", "/nonexistent/xvswitch.conf"}, "xvswitch run: --config: open /nonexistent/xvswitch.conf: no such file or directory"},
-		{[]string{"show"}, "xvswitch show: show what? want ports, fdb or stats"},
-		{[]string{"show", "prots"}, `xvswitch show: cannot show "prots": want ports, fdb or stats (did you mean ports?)`},
+		{[]string{"show"}, "xvswitch show: show what? want ports, fdb, stats or workers"},
+		{[]string{"show", "prots"}, `xvswitch show: cannot show "prots": want ports, fdb, stats or workers (did you mean ports?)`},
 		{[]string{"show", "ports", "--json=maybe"}, "xvswitch show: --json=maybe: want --json, --json=true or --json=false"},
 		{[]string{"add-port"}, "xvswitch add-port: add-port adds one port: give one --nic SPEC or one --vhost SPEC"},
 		{[]string{"add-port", "--vhost", "/run/vm.sock,queues=0"}, `xvswitch add-port: --vhost /run/vm.sock,queues=0: bad port spec: queues="0": want 1..256`},
@@ -100,7 +100,7 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"capture", "vm1", "-c", "0"}, "xvswitch capture: --count 0: want a number of frames, 1 or more"},
 		{[]string{"capture", "vm1", "--direction", "inout"}, "xvswitch capture: --direction inout: want in, out or both"},
 		{[]string{"capture", "vm1", "-w"}, "xvswitch capture: --write needs a value: FILE"},
-		{[]string{"help", "shwo"}, `xvswitch help: unknown command "shwo": want run, show, capture, add-port, del-port, version or help (did you mean show?)`},
+		{[]string{"help", "shwo"}, `xvswitch help: unknown command "shwo": want run, show, clear, capture, add-port, del-port, version or help (did you mean show?)`},
 	} {
 		code, out, errOut := runCLI(tc.args...)
 		hint := "See 'xvswitch " + tc.args[0] + " --help'.\n"
@@ -108,7 +108,7 @@ func TestBadArguments(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr:\n%s\nwant exit 2, stderr:\n%s\n%s", tc.args, code, out, errOut, tc.want, hint)
 		}
 	}
-	if code, _, errOut := runCLI("shwo", "ports"); code != 2 || errOut != "xvswitch: unknown command \"shwo\": want run, show, capture, add-port, del-port, version or help (did you mean show?)\nSee 'xvswitch --help'.\n" {
+	if code, _, errOut := runCLI("shwo", "ports"); code != 2 || errOut != "xvswitch: unknown command \"shwo\": want run, show, clear, capture, add-port, del-port, version or help (did you mean show?)\nSee 'xvswitch --help'.\n" {
 		t.Errorf("unknown command: exit %d, stderr %q", code, errOut)
 	}
 }
