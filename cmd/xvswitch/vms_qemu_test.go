@@ -114,7 +114,6 @@ func TestVMsQEMU(t *testing.T) {
 	dir := t.TempDir()
 	vm1Sock, vm2Sock := filepath.Join(dir, "vm1.sock"), filepath.Join(dir, "vm2.sock")
 	c1, c2 := qGuests(vm1Sock, vm2Sock)
-	c1.CPUs = 2
 	qemu.ReserveHugePages(t, 128) // vm2's 256 MiB
 
 	// The guests first: vm1's QEMU listens without waiting (wait=off),

@@ -18,6 +18,10 @@ type Domain struct {
 	HugePages bool
 	// Kernel, Initrd and Cmdline are the direct kernel boot.
 	Kernel, Initrd, Cmdline string
+	// Disk, instead, boots from a qcow2 image: a VM of a real host (the
+	// tests boot a kernel directly), which also gets a console and
+	// libvirt's default lifecycle (a reboot restarts it).
+	Disk string
 	// Serials are files the guest's serial ports write to, ttyS0 first.
 	Serials    []string
 	Interfaces []Interface
@@ -62,19 +66,36 @@ func (d *Domain) XML() string {
 	fmt.Fprintf(&b, "  <vcpu>%d</vcpu>\n", max(d.VCPUs, 1))
 	b.WriteString(indent(MemoryBackingXML(d.HugePages), "  "))
 	b.WriteString("  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n")
-	fmt.Fprintf(&b, "    <kernel>%s</kernel>\n    <initrd>%s</initrd>\n    <cmdline>%s</cmdline>\n",
-		text(d.Kernel), text(d.Initrd), text(d.Cmdline))
+	if d.Disk != "" {
+		b.WriteString("    <boot dev='hd'/>\n")
+	} else {
+		fmt.Fprintf(&b, "    <kernel>%s</kernel>\n    <initrd>%s</initrd>\n    <cmdline>%s</cmdline>\n",
+			text(d.Kernel), text(d.Initrd), text(d.Cmdline))
+	}
 	b.WriteString("  </os>\n")
 	// ACPI: the guest powers itself off, and without it has no interrupt
 	// routing for a NIC without MSI-X.
 	b.WriteString("  <features>\n    <acpi/>\n  </features>\n")
-	b.WriteString("  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>destroy</on_reboot>\n  <on_crash>destroy</on_crash>\n")
+	if d.Type == "kvm" {
+		b.WriteString("  <cpu mode='host-passthrough'/>\n")
+	}
+	if d.Disk == "" {
+		// A test guest's run ends when it powers off, whatever happened.
+		b.WriteString("  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>destroy</on_reboot>\n  <on_crash>destroy</on_crash>\n")
+	}
 	b.WriteString("  <devices>\n")
+	if d.Disk != "" {
+		fmt.Fprintf(&b, "    <disk type='file' device='disk'>\n      <driver name='qemu' type='qcow2'/>\n"+
+			"      <source file='%s'/>\n      <target dev='vda' bus='virtio'/>\n    </disk>\n", attr(d.Disk))
+	}
 	for _, i := range d.Interfaces {
 		b.WriteString(indent(i.XML(), "    "))
 	}
 	for n, f := range d.Serials {
 		fmt.Fprintf(&b, "    <serial type='file'>\n      <source path='%s'/>\n      <target port='%d'/>\n    </serial>\n", attr(f), n)
+	}
+	if d.Disk != "" && len(d.Serials) == 0 {
+		b.WriteString("    <console type='pty'/>\n")
 	}
 	b.WriteString("    <controller type='usb' model='none'/>\n    <memballoon model='none'/>\n  </devices>\n")
 	if d.tcg() {

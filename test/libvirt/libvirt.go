@@ -135,6 +135,17 @@ func startDaemon(t testing.TB, name string) {
 	})
 }
 
+// Define defines the domain in file (named name) with schema validation,
+// and undefines it again when the test ends; it returns virsh's output.
+func (c *Conn) Define(t testing.TB, file, name string) (string, error) {
+	t.Helper()
+	out, err := Virsh("define", "--validate", file)
+	if err == nil {
+		t.Cleanup(func() { _, _ = Virsh("undefine", name) })
+	}
+	return strings.TrimSpace(out), err
+}
+
 // Running is a transient domain started by Create.
 type Running struct {
 	Name  string

@@ -38,6 +38,10 @@ func memoryBackend(c *GuestConfig, mb int) string {
 	return s
 }
 
+// KernelCmdline is the guest kernel's command line for cfg, as StartGuest
+// and PrepareBoot give it.
+func KernelCmdline(cfg GuestConfig) string { return strings.Join(kernelArgs(&cfg), " ") }
+
 // CommandLine is QEMU's command line for cfg exactly as StartGuest builds
 // it, booting kernel and initrd with the console and report serial ports
 // written to those files. Documentation quotes it (docs/vms.md), and a
@@ -69,7 +73,7 @@ func PrepareBoot(t testing.TB, cfg GuestConfig, dir string) *Boot {
 	}
 	img := EnsureGuest(t)
 	b := &Boot{Kernel: img.Kernel, Initrd: filepath.Join(dir, "initrd.img"),
-		Cmdline: strings.Join(kernelArgs(&cfg), " "), MACs: guestMACs(cfg.NICs), cfg: cfg}
+		Cmdline: KernelCmdline(cfg), MACs: guestMACs(cfg.NICs), cfg: cfg}
 	if err := writeRunInitrd(b.Initrd, img, guestScript(&cfg, b.MACs)); err != nil {
 		t.Fatalf("guest initrd: %v", err)
 	}
