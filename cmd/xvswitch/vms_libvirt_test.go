@@ -36,6 +36,11 @@ const (
 	lvVM2MAC  = "52:54:00:96:00:03"
 )
 
+// qemuSockDirMode is the mode of the directory QEMU makes its sockets in
+// (group kvm): set-group-ID, so they are kvm's too, and group-writable,
+// so QEMU's user (in kvm) may make them (examples/vhost-user.tmpfiles.conf).
+const qemuSockDirMode = 0o2770
+
 // lvSwitchPorts are xvswitch's vhost ports for the domain: vm1 a client of
 // the socket QEMU listens on, vm2 served for QEMU to connect to, readable
 // by the kvm group QEMU runs in.
@@ -124,8 +129,8 @@ func runLibvirtDomain(t *testing.T, conn *libvirt.Conn, kvmGID int, hugePages bo
 	t.Cleanup(func() { os.RemoveAll(base) })
 	qemuDir, xvsDir := filepath.Join(base, "vhost-user"), filepath.Join(base, "xvswitch")
 	mkdir(t, base, 0o755, -1)
-	mkdir(t, qemuDir, 0o2770, kvmGID) // QEMU makes its sockets here
-	mkdir(t, xvsDir, 0o755, -1)       // xvswitch makes its sockets here
+	mkdir(t, qemuDir, qemuSockDirMode, kvmGID) // QEMU makes its sockets here
+	mkdir(t, xvsDir, 0o755, -1)                // xvswitch makes its sockets here
 	qemuSock, xvsSock := filepath.Join(qemuDir, "vm1.sock"), filepath.Join(xvsDir, "vm2.sock")
 
 	v := netns.NewVeth(t, netns.VethOptions{InnerAddr: lvNICAddr + "/24"})
