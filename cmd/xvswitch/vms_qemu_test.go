@@ -47,25 +47,6 @@ func reachScript(peer string) string {
 	return "until ping -c 1 -W 1 " + peer + " >/dev/null 2>&1; do sleep 0.2; done"
 }
 
-// outageScript tells the host it may restart the switch (XVS-READY
-// name=restart), then pings peer once every 0.2 s until a ping failed
-// (the switch went away) and three answered after it (it came back).
-func outageScript(peer string) string {
-	return `echo "XVS-READY name=restart uptime=$(cut -d' ' -f1 /proc/uptime)" >/dev/ttyS1
-n=0; fails=0; after=0
-while [ $n -lt 300 ]; do
-  if ping -c 1 -W 1 ` + peer + ` >/dev/null 2>&1; then
-    [ $fails -gt 0 ] && after=$((after+1))
-    [ $after -ge 3 ] && break
-  else
-    fails=$((fails+1))
-  fi
-  n=$((n+1)); sleep 0.2
-done
-echo "tries=$n fails=$fails after=$after"
-[ $fails -gt 0 ] && [ $after -ge 3 ]`
-}
-
 // qGuests are the two guests' runs.
 func qGuests(vm1Sock, vm2Sock string) (vm1, vm2 qemu.GuestConfig) {
 	n1, n2 := qNICs(vm1Sock, vm2Sock)
@@ -74,7 +55,7 @@ func qGuests(vm1Sock, vm2Sock string) (vm1, vm2 qemu.GuestConfig) {
 		Commands: []qemu.GuestCommand{
 			qemu.GuestShell("reach", "", reachScript(qVM2Addr)),
 			qemu.GuestPing("ping", "", qVM2Addr, 5, 56),
-			qemu.GuestShell("restart", "", outageScript(qVM2Addr)),
+			qemu.GuestOutage("restart", "", qVM2Addr, 3),
 			qemu.GuestTCPSend("tcp", "", qVM2Addr, 5001, 256*1024),
 			qemu.GuestShell("queues", "", "ls /sys/class/net/eth0/queues"),
 		},
@@ -93,7 +74,6 @@ func qGuests(vm1Sock, vm2Sock string) (vm1, vm2 qemu.GuestConfig) {
 	for _, c := range []*qemu.GuestConfig{&vm1, &vm2} {
 		c.Commands[0].Timeout = 120 * time.Second
 	}
-	vm1.Commands[2].Timeout = 120 * time.Second
 	vm1.Commands[3].Timeout = 60 * time.Second
 	vm2.Commands[2].Timeout = 150 * time.Second
 	return vm1, vm2
