@@ -312,6 +312,18 @@ func (d *Device) addMemReg(s *session, m *message) error {
 	if len(m.fds) != 1 {
 		return fmt.Errorf("%w: ADD_MEM_REG with %d fds", ErrBadFDs, len(m.fds))
 	}
+	// QEMU before 8.0 sends ADD_MEM_REG and REM_MEM_REG once per queue
+	// pair (each pair is a vhost device of its own there, with its own
+	// copy of the table; QEMU commit "vhost-user: Skip unnecessary
+	// duplicated VHOST_USER_ADD/REM_MEM_REG requests"): a region exactly
+	// like one mapped, of the same file, is such a copy, acknowledged and
+	// not mapped twice.
+	for _, mp := range s.maps {
+		if mp.sameRegion(rd, m.fds[0]) {
+			closeFD(m.takeFD())
+			return nil
+		}
+	}
 	if len(s.maps) >= maxMemSlots {
 		closeFD(m.takeFD())
 		return fmt.Errorf("%w: all %d memory slots used", ErrBadMemTable, maxMemSlots)
@@ -340,7 +352,9 @@ func (d *Device) remMemReg(s *session, m *message) error {
 		maps = append(maps, mp)
 	}
 	if gone == nil {
-		return fmt.Errorf("%w: REM_MEM_REG of a region not mapped (%v)", ErrRejected, rd)
+		// Another queue pair's copy of a removal already done (see
+		// addMemReg): there is nothing left to unmap.
+		return nil
 	}
 	return d.replaceMemory(s, maps, []*mapping{gone})
 }

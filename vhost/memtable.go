@@ -26,8 +26,21 @@ const maxHugePage = 1 << 30
 // mapping is one guest memory region mapped into this process.
 type mapping struct {
 	desc regionDesc
+	file fileID
 	raw  []byte // the whole mmap: whole (huge) pages of the file around the region
 	host []byte // the region itself: file bytes [mmapOffset, mmapOffset+size)
+}
+
+// fileID is the file a region's fd referred to.
+type fileID struct{ dev, ino uint64 }
+
+func statID(st *unix.Stat_t) fileID { return fileID{st.Dev, st.Ino} }
+
+// sameRegion reports whether mp maps region d of the file fd refers to:
+// a front-end's copy of a region it already gave (see addMemReg).
+func (mp *mapping) sameRegion(d regionDesc, fd int) bool {
+	var st unix.Stat_t
+	return mp.desc == d && unix.Fstat(fd, &st) == nil && statID(&st) == mp.file
 }
 
 // mapRegion maps the region's fd MAP_SHARED: the file's whole pages that
@@ -71,7 +84,7 @@ func mapRegion(fd int, d regionDesc, budget uint64) (*mapping, error) {
 		return nil, fmt.Errorf("%w: mmap %d bytes: %v (%v)", ErrBadMemTable, length, err, d)
 	}
 	head := d.mmapOffset - start
-	return &mapping{desc: d, raw: raw, host: raw[head : head+d.size : head+d.size]}, nil
+	return &mapping{desc: d, file: statID(&st), raw: raw, host: raw[head : head+d.size : head+d.size]}, nil
 }
 
 // mapAlign is the granularity fd can be mapped at: the huge page size on

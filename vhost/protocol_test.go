@@ -34,9 +34,6 @@ func TestReplyAck(t *testing.T) {
 	if v, err := f.Ack(vhosttest.Request(99), nil); err != nil || v == 0 {
 		t.Fatalf("unknown request with NEED_REPLY: ack %d, %v", v, err)
 	}
-	if v, err := f.Ack(vhosttest.ReqRemMemReg, vhosttest.MemReg(vhosttest.Region{})); err != nil || v == 0 {
-		t.Fatalf("REM_MEM_REG of nothing: ack %d, %v", v, err)
-	}
 	// A refused request without NEED_REPLY is not answered (an answer
 	// would desynchronise the front-end) and the session goes on.
 	if err := f.SendMsg(vhosttest.ReqNetSetMTU, vhosttest.FlagVersion, vhosttest.U64(5)); err != nil {

@@ -224,26 +224,13 @@ func TestQEMUBackendRestart(t *testing.T) {
 		}
 		return d
 	}
-	// The script counts pings that fail (the outage) and needs three
-	// answered after one failed.
-	script := `n=0; fails=0; after=0
-while [ $n -lt 120 ]; do
-  if ping -c 1 -W 1 10.78.0.2 >/dev/null 2>&1; then
-    [ $fails -gt 0 ] && after=$((after+1))
-    [ $after -ge 3 ] && break
-  else
-    fails=$((fails+1))
-  fi
-  n=$((n+1)); sleep 0.2
-done
-echo "tries=$n fails=$fails after=$after"
-[ $fails -gt 0 ] && [ $after -ge 3 ]`
 	cfg := qemu.GuestConfig{
 		NICs: []qemu.GuestNIC{
 			{Socket: s0, Server: true, Addr: "10.78.0.1/24"},
 			{Socket: s1, Server: true, Addr: "10.78.0.2/24", Netns: "far"},
 		},
-		Commands: []qemu.GuestCommand{qemu.GuestShell("outage", "", script)},
+		// Pings that fail (the outage), then three answered after it.
+		Commands: []qemu.GuestCommand{qemu.GuestOutage("outage", "", "10.78.0.2", 3)},
 		Timeout:  180 * time.Second,
 	}
 	cfg.Commands[0].Timeout = 150 * time.Second

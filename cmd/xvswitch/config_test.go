@@ -46,6 +46,10 @@ func TestExampleConfig(t *testing.T) {
 	if len(cfg.NICs) != 1 || len(cfg.Vhosts) != 2 || cfg.Workers != 2 || len(cfg.CPUs) != 2 || cfg.Metrics == "" {
 		t.Fatalf("%+v", cfg)
 	}
+	// Client mode is the one docs/vms.md recommends: it comes first.
+	if !cfg.Vhosts[0].Client || cfg.Vhosts[1].Client {
+		t.Errorf("want a client-mode port first, then a server-mode one: %+v", cfg.Vhosts)
+	}
 }
 
 // TestConfigFileSyntax: comments on their own lines and after a setting,

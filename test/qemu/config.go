@@ -157,6 +157,9 @@ type GuestConfig struct {
 	Timeout time.Duration
 	// MemoryMB is the guest's RAM, shared memfd (default 256).
 	MemoryMB int
+	// HugePages puts that memfd on 2 MiB huge pages (hugetlb=on): the
+	// host needs MemoryMB/2 of them free (ReserveHugePages).
+	HugePages bool
 	// CPUs is the guest's vCPU count (default: the largest NIC Queues, at
 	// least 1). Under TCG each vCPU is a host thread.
 	CPUs int

@@ -210,25 +210,12 @@ func qemuArgs(c *GuestConfig, macs []string, kernel, initrd, console, reports st
 			cpus = max(cpus, n.Queues)
 		}
 	}
-	kargs := []string{
-		"console=ttyS0", "panic=-1", "loglevel=4", "rdinit=/init", "edd=off",
-		// Crypto self-tests: ~1 s of a TCG boot (kdf108 ignores notests).
-		"cryptomgr.notests", "initcall_blacklist=crypto_kdf108_init",
-		// The guest's clock must follow real time (command timeouts in the
-		// guest are real seconds): under TCG on a loaded host the TSC
-		// calibration can come out several times too low, and a trusted
-		// TSC then ran a guest's clock 5x fast. HPET is QEMU's own clock.
-		"clocksource=hpet",
-		// Faster boot under TCG: nothing here needs these.
-		"mitigations=off", "no_timer_check",
-		"i8042.noaux", "i8042.nomux", "i8042.nopnp", "i8042.dumbkbd",
-	}
-	kargs = append(kargs, c.KernelArgs...)
+	kargs := kernelArgs(c)
 	args := []string{
 		"-nodefaults", "-nographic", "-no-reboot", "-accel", "tcg",
 		"-m", fmt.Sprintf("%dM", mem), "-smp", fmt.Sprint(cpus),
 		// vhost-user back-ends map guest memory: it must be a shared fd.
-		"-object", fmt.Sprintf("memory-backend-memfd,id=mem,size=%dM,share=on", mem),
+		"-object", memoryBackend(c, mem),
 		"-numa", "node,memdev=mem",
 		"-kernel", kernel, "-initrd", initrd, "-append", strings.Join(kargs, " "),
 		"-serial", "file:" + console, "-serial", "file:" + reports,
