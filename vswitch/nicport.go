@@ -40,6 +40,9 @@ type nicPort struct {
 	// last look.
 	lastWait string
 	xdpLost  bool
+	// csumWhy is the checksum policy last logged (install logs it when
+	// an interface brings a new one).
+	csumWhy string
 
 	macMu sync.Mutex
 	macs  map[uint64]bool // what the XDP MAC map holds
@@ -103,6 +106,11 @@ func (p *nicPort) install(b *nicBinding) {
 	p.bound = b
 	p.link.mtu.Store(int32(b.mtu))
 	p.link.up.Store(b.up)
+	p.link.fixCsum.Store(b.fixCsum)
+	if b.csumWhy != p.csumWhy {
+		p.csumWhy = b.csumWhy
+		slog.Info("nic checksums", "port", p.spec.Name, "ifname", p.spec.Ifname, "complete_tcp_udp", b.fixCsum, "why", b.csumWhy)
+	}
 	for i, q := range p.queues {
 		q.attach(b.socks[i])
 	}

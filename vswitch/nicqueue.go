@@ -15,6 +15,9 @@ import (
 type nicLink struct {
 	up  atomic.Bool  // the interface exists, is up and has carrier
 	mtu atomic.Int32 // its MTU
+	// fixCsum: complete the TCP and UDP checksums of received frames
+	// (csum.go).
+	fixCsum atomic.Bool
 }
 
 // maxFrame is the longest frame the interface sends: MTU + Ethernet
@@ -78,8 +81,15 @@ func (q *nicQueue) Receive(b *Burst, _ *Counts) (int, error) {
 	q.mu.Lock()
 	n := s.Receive(q.descs[:])
 	q.mu.Unlock()
+	// The switch owns the frames until Release: their checksums are
+	// completed in place, before anything reads them.
+	fix := q.link.fixCsum.Load()
 	for i := 0; i < n; i++ {
-		b.SetOne(i, s.Frame(q.descs[i]))
+		f := s.Frame(q.descs[i])
+		if fix {
+			completeL4Checksum(f)
+		}
+		b.SetOne(i, f)
 	}
 	q.rx, q.n = s, n
 	return n, nil
