@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/xvswitch/xvswitch/portspec"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // l4Frame builds an Ethernet frame carrying TCP or UDP over IPv4 or IPv6
@@ -201,5 +205,23 @@ func BenchmarkCompleteL4Checksum(b *testing.B) {
 				completeL4Checksum(f)
 			}
 		})
+	}
+}
+
+// csum=auto completes checksums on a veth and nowhere else; fix and off
+// say so whatever the interface.
+func TestCsumPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		c    portspec.NICCsum
+		want bool
+	}{{portspec.CsumFix, true}, {portspec.CsumOff, false}, {portspec.CsumAuto, false}} {
+		if got, why := csumPolicy(tc.c, "lo"); got != tc.want || why == "" {
+			t.Errorf("csum=%q on lo: %v (%s), want %v", tc.c, got, why, tc.want)
+		}
+	}
+	require.Root(t)
+	v := netns.NewVeth(t, netns.VethOptions{})
+	if got, why := csumPolicy(portspec.CsumAuto, v.Outer); !got {
+		t.Errorf("csum=auto on a veth: off (%s)", why)
 	}
 }
