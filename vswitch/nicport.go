@@ -215,6 +215,10 @@ func macBytes(k uint64) net.HardwareAddr {
 	return net.HardwareAddr{byte(k >> 40), byte(k >> 32), byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)}
 }
 
+// csumCompletedKey counts the received frames whose TCP or UDP checksum
+// the port completed (csum.go).
+const csumCompletedKey = "csum_completed"
+
 // kernelCounters: the XDP program's verdicts and the sockets' kernel
 // statistics, over every interface the port was bound to, and what
 // happened to the interface (nicEvents).
@@ -227,5 +231,6 @@ func (p *nicPort) kernelCounters() map[string]uint64 {
 		p.bound.counters(k)
 	}
 	p.events.addTo(k)
+	k[csumCompletedKey] = p.link.csumCompleted.Load()
 	return k
 }

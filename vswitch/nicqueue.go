@@ -18,6 +18,8 @@ type nicLink struct {
 	// fixCsum: complete the TCP and UDP checksums of received frames
 	// (csum.go).
 	fixCsum atomic.Bool
+	// csumCompleted counts the frames whose checksum that changed.
+	csumCompleted atomic.Uint64
 }
 
 // maxFrame is the longest frame the interface sends: MTU + Ethernet
@@ -84,12 +86,16 @@ func (q *nicQueue) Receive(b *Burst, _ *Counts) (int, error) {
 	// The switch owns the frames until Release: their checksums are
 	// completed in place, before anything reads them.
 	fix := q.link.fixCsum.Load()
+	var fixed uint64
 	for i := 0; i < n; i++ {
 		f := s.Frame(q.descs[i])
-		if fix {
-			completeL4Checksum(f)
+		if fix && completeL4Checksum(f) {
+			fixed++
 		}
 		b.SetOne(i, f)
+	}
+	if fixed != 0 {
+		q.link.csumCompleted.Add(fixed)
 	}
 	q.rx, q.n = s, n
 	return n, nil
