@@ -153,7 +153,11 @@ func (p *nicPort) detail() string {
 	if id := p.foreign.Load(); id != 0 {
 		xdp = fmt.Sprintf("other(prog %d)", id)
 	}
-	return fmt.Sprintf("%s xdp=%s af_xdp=%s mtu=%d pins=%s", p.spec.Ifname, xdp, mode, p.link.mtu.Load(), b.steer.PinDir())
+	csum := "off"
+	if p.link.fixCsum.Load() {
+		csum = "fix"
+	}
+	return fmt.Sprintf("%s xdp=%s af_xdp=%s mtu=%d csum=%s pins=%s", p.spec.Ifname, xdp, mode, p.link.mtu.Load(), csum, b.steer.PinDir())
 }
 
 // Fail: a NIC queue does not break the way a guest's ring does.
