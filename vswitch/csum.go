@@ -90,6 +90,13 @@ func completeL4Checksum(f []byte) bool {
 		if len(l4) < 8 || binary.BigEndian.Uint16(l4[6:]) == 0 {
 			return false
 		}
+		// The datagram is UDP's length, as a receiver reads it (bytes the
+		// IP packet holds beyond it are not summed).
+		ulen := int(binary.BigEndian.Uint16(l4[4:]))
+		if ulen < 8 || ulen > len(l4) {
+			return false
+		}
+		l4 = l4[:ulen]
 		at = 6
 	default:
 		return false

@@ -125,6 +125,22 @@ func TestCompleteL4Checksum(t *testing.T) {
 					if completeL4Checksum(f) || !bytes.Equal(f, before) {
 						t.Errorf("v6=%v udp=%v vlan=%v len %d: a correct checksum changed", v6, udp, vlan, n)
 					}
+					if udp {
+						// Bytes inside the IP packet beyond UDP's
+						// length are not the datagram's.
+						long := append(bytes.Clone(f), 0xde, 0xad, 0xbe, 0xef)
+						ipLen := ethHeaderLen + 2
+						if vlan {
+							ipLen += 4
+						}
+						if v6 {
+							ipLen += 2
+						}
+						binary.BigEndian.PutUint16(long[ipLen:], binary.BigEndian.Uint16(long[ipLen:])+4)
+						if completeL4Checksum(long) {
+							t.Errorf("v6=%v vlan=%v len %d: bytes beyond UDP's length were summed", v6, vlan, n)
+						}
+					}
 					// Ethernet padding after the IP packet is not summed.
 					padded := append(bytes.Clone(f), 0xde, 0xad, 0xbe, 0xef)
 					if completeL4Checksum(padded) {
