@@ -28,6 +28,7 @@ var kernelFamilies = []string{
 	"xvswitch_afxdp_tx_invalid_descs_total",
 	"xvswitch_nic_events_total",
 	"xvswitch_nic_recovery_errors_total",
+	"xvswitch_nic_csum_completed_total",
 }
 
 // TestEveryCounterHasASeries: each kernel counter the switch can report

@@ -33,6 +33,9 @@ var (
 	nicEvents = prometheus.NewDesc("xvswitch_nic_events_total",
 		"Things that happened to a NIC port's interface, by event (docs/nic-faults.md).",
 		[]string{"port", "event"}, nil)
+	nicCsumCompleted = prometheus.NewDesc("xvswitch_nic_csum_completed_total",
+		"Frames from the NIC whose TCP or UDP checksum the port completed: its sender left it partial (checksum offload on a veth peer, docs/afxdp-veth.md).",
+		[]string{"port"}, nil)
 	nicRecoveryErrors = prometheus.NewDesc("xvswitch_nic_recovery_errors_total",
 		"Attempts to attach a NIC port to its interface again that failed (each is tried again).",
 		[]string{"port"}, nil)
@@ -70,6 +73,7 @@ var kernelSeries = map[string]struct {
 	"xdp_reattached":      {nicEvents, "xdp_reattached"},
 	"xdp_replaced_events": {nicEvents, "xdp_replaced"},
 	"recovery_errors":     {nicRecoveryErrors, ""},
+	"csum_completed":      {nicCsumCompleted, ""},
 }
 
 func describeKernel(ch chan<- *prometheus.Desc) {

@@ -40,7 +40,7 @@ func aSwitch() *fakeSource {
 			Queues: []ctl.QueueCounters{{RxPackets: 7, RxBytes: 448, TxPackets: 5, TxBytes: 320, FloodCopies: 3}},
 			Kernel: map[string]uint64{"xdp_redirected": 9, "xdp_host_nd_passed": 4, "af_xdp_rx_dropped": 1, "af_xdp_rx_ring_full": 11,
 				"af_xdp_rx_fill_ring_empty": 12, "af_xdp_rx_invalid_descs": 13, "af_xdp_tx_invalid_descs": 14,
-				"link_down_events": 2, "recovery_errors": 6},
+				"link_down_events": 2, "recovery_errors": 6, "csum_completed": 15},
 			LearnRefused: 4,
 		}, {
 			Name:   "vm1",
@@ -106,6 +106,7 @@ var xvswitchFamilies = map[string]family{
 	"xvswitch_afxdp_tx_invalid_descs_total":   {counter, []string{"port"}},
 	"xvswitch_nic_events_total":               {counter, []string{"event", "port"}},
 	"xvswitch_nic_recovery_errors_total":      {counter, []string{"port"}},
+	"xvswitch_nic_csum_completed_total":       {counter, []string{"port"}},
 }
 
 // value is the sample of fams' family name with exactly these labels.
@@ -214,6 +215,7 @@ func TestScrape(t *testing.T) {
 		{"xvswitch_afxdp_tx_invalid_descs_total", []string{"port", "nic0"}, 14},
 		{"xvswitch_nic_events_total", []string{"port", "nic0", "event", "link_down"}, 2},
 		{"xvswitch_nic_recovery_errors_total", []string{"port", "nic0"}, 6},
+		{"xvswitch_nic_csum_completed_total", []string{"port", "nic0"}, 15},
 	} {
 		if got, ok := value(t, fams, tc.name, tc.labels...); !ok || got != tc.want {
 			t.Errorf("%s%v: %v (found: %v), want %v", tc.name, tc.labels, got, ok, tc.want)

@@ -11,7 +11,18 @@ const (
 	ModeZeroCopy NICMode = "zerocopy"
 )
 
-// NIC is an AF_XDP port: `IFNAME[,queues=N][,mode=auto|copy|zerocopy][,maxmacs=N][,name=NAME]`.
+// NICCsum is whether the port completes the TCP and UDP checksums of the
+// frames it receives (docs/afxdp-veth.md): a sender with TX checksum
+// offload leaves them partial, and AF_XDP cannot tell.
+type NICCsum string
+
+const (
+	CsumAuto NICCsum = "" // fix on a veth, off on any other NIC
+	CsumFix  NICCsum = "fix"
+	CsumOff  NICCsum = "off"
+)
+
+// NIC is an AF_XDP port: `IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,name=NAME]`.
 type NIC struct {
 	Name   string  `json:"name"`
 	Ifname string  `json:"ifname"`
@@ -20,6 +31,9 @@ type NIC struct {
 	// MaxMACs (maxmacs=N) is how many learned MACs the port may hold in
 	// the FDB at once; 0 means the switch's default for a NIC port.
 	MaxMACs int `json:"maxmacs,omitempty"`
+	// Csum (csum=auto|fix|off) is whether received TCP and UDP get their
+	// checksums completed; auto (empty) fixes them on a veth only.
+	Csum NICCsum `json:"csum,omitempty"`
 }
 
 // ParseNIC parses a --nic value.
@@ -42,6 +56,15 @@ func ParseNIC(s string) (NIC, error) {
 			default:
 				return NIC{}, fmt.Errorf("%w: mode=%q: want auto, copy or zerocopy", ErrBadSpec, v)
 			}
+		case "csum":
+			switch c := NICCsum(v); c {
+			case "auto":
+				n.Csum = CsumAuto
+			case CsumFix, CsumOff:
+				n.Csum = c
+			default:
+				return NIC{}, fmt.Errorf("%w: csum=%q: want auto, fix or off", ErrBadSpec, v)
+			}
 		case "maxmacs":
 			if n.MaxMACs, err = maxMACs(v); err != nil {
 				return NIC{}, err
@@ -49,7 +72,7 @@ func ParseNIC(s string) (NIC, error) {
 		case "name":
 			n.Name = v
 		default:
-			return NIC{}, fmt.Errorf("%w: unknown option %q: want queues=N, mode=auto|copy|zerocopy or name=NAME", ErrBadSpec, k)
+			return NIC{}, fmt.Errorf("%w: unknown option %q: want queues=N, mode=auto|copy|zerocopy, csum=auto|fix|off, maxmacs=N or name=NAME", ErrBadSpec, k)
 		}
 	}
 	// 15 is IFNAMSIZ less its NUL.

@@ -15,6 +15,10 @@ func TestParseNIC(t *testing.T) {
 		{in: "eth0", want: NIC{Name: "eth0", Ifname: "eth0", Mode: ModeAuto}},
 		{in: "eth0,queues=4,mode=copy,name=uplink", want: NIC{Name: "uplink", Ifname: "eth0", Queues: 4, Mode: ModeCopy}},
 		{in: "eth0,maxmacs=4096", want: NIC{Name: "eth0", Ifname: "eth0", Mode: ModeAuto, MaxMACs: 4096}},
+		{in: "eth0,csum=fix", want: NIC{Name: "eth0", Ifname: "eth0", Mode: ModeAuto, Csum: CsumFix}},
+		{in: "eth0,csum=off", want: NIC{Name: "eth0", Ifname: "eth0", Mode: ModeAuto, Csum: CsumOff}},
+		{in: "eth0,csum=auto", want: NIC{Name: "eth0", Ifname: "eth0", Mode: ModeAuto}},
+		{in: "eth0,csum=maybe", bad: true},
 		{in: "eth0,maxmacs=0", bad: true},
 		{in: "eth0,maxmacs=4097", bad: true},
 		{in: "eth0,mode=fast", bad: true},
@@ -143,7 +147,7 @@ func TestErrorsSayWhatIsAccepted(t *testing.T) {
 		err  error
 		want string
 	}{
-		{second(ParseNIC("eth0,colour=red")), `bad port spec: unknown option "colour": want queues=N, mode=auto|copy|zerocopy or name=NAME`},
+		{second(ParseNIC("eth0,colour=red")), `bad port spec: unknown option "colour": want queues=N, mode=auto|copy|zerocopy, csum=auto|fix|off, maxmacs=N or name=NAME`},
 		{second(ParseNIC("averyveryverylongifname")), `bad port spec: interface name "averyveryverylongifname": longer than 15 characters`},
 		{second(ParseVhost("/run/vm.sock,queues=x")), `bad port spec: queues="x": want 1..256`},
 		{second(ParseVhost("/run/vm.sock,client=yes")), `bad port spec: client=yes: client takes no value`},

@@ -91,6 +91,7 @@ func KernelCounters() []string {
 	k := map[string]uint64{}
 	addKernelCounts(k, bpf.Counters{}, []xsk.Stats{{}})
 	new(nicEvents).addTo(k)
+	k[csumCompletedKey] = 0
 	return slices.Sorted(maps.Keys(k))
 }
 

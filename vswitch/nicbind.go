@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/bpf"
 	"github.com/xvswitch/xvswitch/portspec"
@@ -23,6 +26,10 @@ type nicBinding struct {
 	hostMAC uint64
 	mtu     int
 	up      bool // IFF_UP and IFF_RUNNING when bound
+	// fixCsum: the port completes received TCP and UDP checksums on this
+	// interface (csum.go); csumWhy says why, or why not.
+	fixCsum bool
+	csumWhy string
 	steer   *bpf.Steering
 	umem    *xsk.UMEM
 	socks   []*xsk.Socket // by queue
@@ -57,6 +64,7 @@ func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
 		return nil, fmt.Errorf("vswitch: nic %s: %w", spec.Ifname, err)
 	}
 	b := &nicBinding{ifindex: ifi.Index, hostMAC: hostMACKey(ifi.HardwareAddr), mtu: ifi.MTU, up: ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0}
+	b.fixCsum, b.csumWhy = csumPolicy(spec.Csum, spec.Ifname)
 	defer func() {
 		if err != nil {
 			_ = b.close()
@@ -91,6 +99,40 @@ func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
 		}
 	}
 	return b, nil
+}
+
+// csumPolicy decides whether a port completes the checksums of what it
+// receives from the interface: csum=fix and csum=off say so; by default
+// only a veth does (docs/afxdp-veth.md), a virtual NIC whose frames no
+// wire can corrupt. A physical NIC's frames keep their checksums as they
+// came: completing them would hide corruption from the guests.
+func csumPolicy(c portspec.NICCsum, ifname string) (bool, string) {
+	switch c {
+	case portspec.CsumFix:
+		return true, "csum=fix"
+	case portspec.CsumOff:
+		return false, "csum=off"
+	}
+	drv := nicDriver(ifname)
+	if _, err := os.Stat(filepath.Join("/sys/class/net", ifname, "device")); err == nil || drv != "veth" {
+		return false, fmt.Sprintf("csum=auto: driver %q, not a veth", drv)
+	}
+	return true, "csum=auto: a veth, whose peer may send partial checksums"
+}
+
+// nicDriver is the interface's driver as ethtool names it ("" if it cannot
+// be read).
+func nicDriver(ifname string) string {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifname)
+	if err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(info.Driver[:])
 }
 
 // close detaches the program, removes its pins and closes the sockets and

@@ -40,6 +40,9 @@ type nicPort struct {
 	// last look.
 	lastWait string
 	xdpLost  bool
+	// csumWhy is the checksum policy last logged (install logs it when
+	// an interface brings a new one).
+	csumWhy string
 
 	macMu sync.Mutex
 	macs  map[uint64]bool // what the XDP MAC map holds
@@ -103,6 +106,11 @@ func (p *nicPort) install(b *nicBinding) {
 	p.bound = b
 	p.link.mtu.Store(int32(b.mtu))
 	p.link.up.Store(b.up)
+	p.link.fixCsum.Store(b.fixCsum)
+	if b.csumWhy != p.csumWhy {
+		p.csumWhy = b.csumWhy
+		slog.Info("nic checksums", "port", p.spec.Name, "ifname", p.spec.Ifname, "complete_tcp_udp", b.fixCsum, "why", b.csumWhy)
+	}
 	for i, q := range p.queues {
 		q.attach(b.socks[i])
 	}
@@ -145,7 +153,11 @@ func (p *nicPort) detail() string {
 	if id := p.foreign.Load(); id != 0 {
 		xdp = fmt.Sprintf("other(prog %d)", id)
 	}
-	return fmt.Sprintf("%s xdp=%s af_xdp=%s mtu=%d pins=%s", p.spec.Ifname, xdp, mode, p.link.mtu.Load(), b.steer.PinDir())
+	csum := "off"
+	if p.link.fixCsum.Load() {
+		csum = "fix"
+	}
+	return fmt.Sprintf("%s xdp=%s af_xdp=%s mtu=%d csum=%s pins=%s", p.spec.Ifname, xdp, mode, p.link.mtu.Load(), csum, b.steer.PinDir())
 }
 
 // Fail: a NIC queue does not break the way a guest's ring does.
@@ -207,6 +219,10 @@ func macBytes(k uint64) net.HardwareAddr {
 	return net.HardwareAddr{byte(k >> 40), byte(k >> 32), byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)}
 }
 
+// csumCompletedKey counts the received frames whose TCP or UDP checksum
+// the port completed (csum.go).
+const csumCompletedKey = "csum_completed"
+
 // kernelCounters: the XDP program's verdicts and the sockets' kernel
 // statistics, over every interface the port was bound to, and what
 // happened to the interface (nicEvents).
@@ -219,5 +235,6 @@ func (p *nicPort) kernelCounters() map[string]uint64 {
 		p.bound.counters(k)
 	}
 	p.events.addTo(k)
+	k[csumCompletedKey] = p.link.csumCompleted.Load()
 	return k
 }

@@ -46,7 +46,7 @@ func newRunFlags() *runFlags {
 
 func (r *runFlags) options() []option {
 	return []option{
-		{section: "ports (each option repeats)", name: "nic", value: "IFNAME[,queues=N][,mode=auto|copy|zerocopy][,maxmacs=N][,name=NAME]",
+		{section: "ports (each option repeats)", name: "nic", value: "IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,name=NAME]",
 			help: "an AF_XDP port on a NIC, one socket per queue (all its queues by default); mode=auto tries zero-copy and falls back to copy",
 			set:  r.addNIC},
 		{name: "vhost", value: "PATH[,client][,queues=N][,mac=MAC][,spoof=allow][,maxmacs=N][,name=NAME][,mode=0660][,group=kvm]",

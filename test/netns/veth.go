@@ -19,9 +19,11 @@ type VethOptions struct {
 	// InnerMAC, when set, is the inner end's MAC (a far host that keeps
 	// its address when its NIC is deleted and made again).
 	InnerMAC string
-	// KeepOffload leaves TX checksum offload on the inner end. By default
-	// it is turned off, so frames the namespace sends carry full checksums
-	// (AF_XDP has no notion of partial checksums).
+	// KeepOffload leaves TX checksum offload on the inner end, as a
+	// container's is: TCP and UDP it sends carry partial checksums, which
+	// AF_XDP cannot tell from full ones (a NIC port on a veth completes
+	// them: docs/afxdp-veth.md). By default it is turned off, so frames
+	// the namespace sends carry full checksums byte for byte.
 	KeepOffload bool
 }
 
