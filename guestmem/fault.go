@@ -35,6 +35,17 @@ func (e *FaultError) Unwrap() error { return ErrFault }
 // SetPanicOnFault is on: a runtime.Error carrying the address.
 type memoryFault interface{ Addr() uintptr }
 
+// FaultAddr is the faulting address of what a recover returned, if it is
+// a memory fault (the poll workers, which run with SetPanicOnFault for
+// good, recover their own and ask this).
+func FaultAddr(r any) (uintptr, bool) {
+	f, ok := r.(memoryFault)
+	if !ok {
+		return 0, false
+	}
+	return f.Addr(), true
+}
+
 // Protect runs fn and returns a *FaultError if fn faulted on an address
 // owns says is guest memory. Any other panic, a fault elsewhere included
 // (a bug of ours), goes on. fn must leave nothing half-done that matters if
@@ -48,8 +59,8 @@ func Protect(owns func(addr uintptr) bool, fn func()) (err error) {
 		if r == nil {
 			return
 		}
-		if f, ok := r.(memoryFault); ok && owns(f.Addr()) {
-			err = &FaultError{Addr: f.Addr(), Cause: r}
+		if addr, ok := FaultAddr(r); ok && owns(addr) {
+			err = &FaultError{Addr: addr, Cause: r}
 			return
 		}
 		panic(r)

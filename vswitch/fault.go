@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/xvswitch/xvswitch/guestmem"
 )
 
 // ErrGuestMemoryFault means touching a guest's memory faulted: the
@@ -21,10 +23,6 @@ type faultOwner interface {
 	// read, never change, queues other workers poll.
 	recoverFault(addr uintptr, err error, ingress IngressQueue) bool
 }
-
-// memoryFault is what a fault on memory unwinds with when the goroutine
-// runs with debug.SetPanicOnFault: a runtime.Error with the address.
-type memoryFault interface{ Addr() uintptr }
 
 // forwardSafe is forward with the worker's fault handling: the workers run
 // with debug.SetPanicOnFault, so a SIGBUS or SIGSEGV on guest memory
@@ -80,11 +78,10 @@ func (w *worker) recoverFault(snap *snapshot, in *ingress, r any) error {
 // name. Anything else, a fault on memory no guest owns included, is a bug
 // of ours and panics on rather than forward on corrupted state.
 func (w *worker) breakFaulting(snap *snapshot, in *ingress, r any, while string) string {
-	f, ok := r.(memoryFault)
+	addr, ok := guestmem.FaultAddr(r)
 	if !ok {
 		panic(r)
 	}
-	addr := f.Addr()
 	err := fmt.Errorf("%w at %#x (%s): %v", ErrGuestMemoryFault, addr, while, r)
 	culprit := breakOwner(snap, addr, err, in.q)
 	slog.Error("worker: memory fault", "worker", w.id, "while", while, "queue of", in.port.name, "guest", culprit, "err", err)
