@@ -53,10 +53,12 @@ func FuzzPackedPop(f *testing.F) {
 	})
 }
 
-// fuzzer holds what fuzz iterations reuse: guest memory and a burst.
+// fuzzer holds what fuzz iterations reuse: guest memory and bursts (ref
+// for the reference ring, see checkSameAsOneByOne).
 type fuzzer struct {
 	m    *drivertest.Mem
 	b    virtq.Burst
+	ref  virtq.Burst
 	used []virtq.Used
 }
 
@@ -108,7 +110,16 @@ func (fz *fuzzer) run(t *testing.T, data []byte) (popped int, hostile error) {
 		} else {
 			r.DisableKicks()
 		}
+		// A twin of the ring in the same state, for the reference pops:
+		// every chain is popped back to the driver at the end of a round.
+		refCfg := cfg
+		refCfg.Base = r.State()
+		ref, rerr := packed.New(refCfg)
+		if rerr != nil {
+			t.Fatalf("twin from state %#x: %v", refCfg.Base, rerr)
+		}
 		n, err := r.Pop(b, burst)
+		fz.checkSameAsOneByOne(t, ref, n, burst, err)
 		if err != nil {
 			checkHostile(t, r, b, err)
 			return popped, err
@@ -154,6 +165,59 @@ func (fz *fuzzer) run(t *testing.T, data []byte) (popped int, hostile error) {
 	return popped, nil
 }
 
+// checkSameAsOneByOne pops from ref, a twin of the ring the burst in fz.b
+// came from (n chains, or err, from a Pop of up to burst), one chain per
+// Pop: that never takes the batched path (a group needs a burst of four),
+// so the batched path must have produced exactly what the general path
+// does, chain for chain, segment for segment, and failed the same way.
+func (fz *fuzzer) checkSameAsOneByOne(t *testing.T, ref *packed.Ring, n, burst int, err error) {
+	t.Helper()
+	b, rb := &fz.b, &fz.ref
+	for i := 0; i < burst; i++ {
+		k, rerr := ref.Pop(rb, 1)
+		if rerr != nil {
+			if err == nil && i < n {
+				t.Fatalf("one by one, chain %d fails (%v); the burst popped %d", i, rerr, n)
+			}
+			if err != nil {
+				for _, s := range hostileSentinels {
+					if errors.Is(err, s) != errors.Is(rerr, s) {
+						t.Fatalf("burst Pop: %v; one by one: %v", err, rerr)
+					}
+				}
+			}
+			return
+		}
+		if k == 0 {
+			if err != nil || i < n {
+				t.Fatalf("one by one, ring empty after %d chains; the burst popped %d (%v)", i, n, err)
+			}
+			return
+		}
+		if err != nil || i >= n {
+			continue // the burst failed later on, or stopped for room
+		}
+		c, rc := b.Chains[i], rb.Chains[0]
+		if c.ID != rc.ID || c.Descs != rc.Descs || c.ReadLen != rc.ReadLen || c.WriteLen != rc.WriteLen || c.Malformed != rc.Malformed {
+			t.Fatalf("chain %d: burst %+v, one by one %+v", i, c, rc)
+		}
+		sameSegs(t, i, b.Readable(i), rb.Readable(0))
+		sameSegs(t, i, b.Writable(i), rb.Writable(0))
+	}
+}
+
+func sameSegs(t *testing.T, i int, a, b [][]byte) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("chain %d: %d segments, one by one %d", i, len(a), len(b))
+	}
+	for j := range a {
+		if len(a[j]) != len(b[j]) || (len(a[j]) > 0 && &a[j][0] != &b[j][0]) {
+			t.Fatalf("chain %d segment %d differs from one by one", i, j)
+		}
+	}
+}
+
 // TestFuzzSeeds checks that the seed corpus does what it claims: the valid
 // seeds pop chains, the hostile ones fail with the right sentinel.
 func TestFuzzSeeds(t *testing.T) {
@@ -170,6 +234,13 @@ func TestFuzzSeeds(t *testing.T) {
 		{1, nil}, {2, nil}, {1, nil}, {2, nil}, {1, nil},
 		{0, virtq.ErrLoop}, {0, virtq.ErrNestedIndirect}, {0, virtq.ErrBadID},
 		{1, nil}, {0, virtq.ErrBadAddress}, {0, virtq.ErrWriteBeforeRead},
+		// A group of four for the batched path; then groups it must
+		// refuse: an id twice, an id out of range, a buffer past the
+		// end of memory, an id already in flight from the group before
+		// (a ring of 8: two groups).
+		{4, nil}, {0, virtq.ErrBadID}, {0, virtq.ErrBadID}, {0, virtq.ErrBadAddress}, {0, virtq.ErrBadID},
+		// IN_ORDER; a zero length in a group (a malformed chain, popped).
+		{4, nil}, {4, nil},
 	}
 	seeds := fuzzSeeds(m)
 	if len(seeds) != len(want) {
@@ -257,6 +328,21 @@ func fuzzSeeds(m *drivertest.Mem) [][]byte {
 		}
 		return out
 	}
+	single := func(id uint16) drivertest.PackedDesc {
+		return drivertest.PackedDesc{Addr: near(0x9000 + uint64(id)*0x100), Len: 64, ID: id, Flags: av | dWrite}
+	}
+	group := func(ids ...uint16) []byte {
+		var ds []drivertest.PackedDesc
+		for _, id := range ids {
+			ds = append(ds, single(id))
+		}
+		return seed(0xf0, nil, ds...)
+	}
+	ring8 := func(descs ...drivertest.PackedDesc) []byte {
+		s := seed(0xf0, nil, descs...)
+		s[0] = 7
+		return s
+	}
 	table := []drivertest.PackedDesc{{Addr: r0 + 0x9000, Len: 64}, {Addr: r0 + 0xa000, Len: 64, Flags: drivertest.PackedWrite}}
 	boundary := m.Regions[1].GuestAddr - r0
 	return [][]byte{
@@ -287,5 +373,12 @@ func fuzzSeeds(m *drivertest.Mem) [][]byte {
 		seed(0xf0, nil,
 			drivertest.PackedDesc{Addr: near(0x9000), Len: 8, Flags: av | dNext | dWrite},
 			drivertest.PackedDesc{Addr: near(0x9000), Len: 8, ID: 1, Flags: av}),
+		group(0, 1, 2, 3),
+		group(0, 1, 1, 3),
+		group(0, 1, 4, 3),
+		seed(0xf0, nil, single(0), single(1), drivertest.PackedDesc{Addr: near(2*fuzzRegion - 32), Len: 64, ID: 2, Flags: av}, single(3)),
+		ring8(single(0), single(1), single(2), single(3), single(4), single(5), single(1), single(7)),
+		seed(0xf4, nil, single(0), single(1), single(2), single(3)),
+		seed(0xf0, nil, single(0), single(1), drivertest.PackedDesc{Addr: near(0x9000), ID: 2, Flags: av}, single(3)),
 	}
 }

@@ -169,6 +169,13 @@ func TestHostile(t *testing.T) {
 			e.d.AddRaw([]drivertest.PackedDesc{{Addr: 1 << 40, Len: 10, ID: 5}})
 		}},
 	}
+	runHostile(t, cases)
+}
+
+// runHostile runs each case on a fresh ring: Pop must fail as the case
+// says, pop nothing, leave the ring state as it was and the ring broken.
+func runHostile(t *testing.T, cases []hostileCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.size, tc.features, 8<<20)

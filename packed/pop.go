@@ -29,6 +29,9 @@ func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 	}
 	startIdx, startWrap := r.availIdx, r.availWrap
 	for b.N < max && !b.Full() {
+		if b.N+batch <= max && b.SegsLeft() >= batch && r.popBatch(b) {
+			continue
+		}
 		off := int(r.availIdx) * descSize
 		// The acquire load of id|flags is what makes the rest of the
 		// descriptor (and the chain behind it) visible: the driver writes
@@ -95,7 +98,7 @@ func (r *Ring) popOne(b *virtq.Burst, off int, w uint32) bool {
 	b.CommitChain()
 	f.descs, f.writeLen = 1, c.WriteLen
 	if r.inOrder {
-		r.order[(r.orderHead+r.nInFlight)%len(r.order)] = id
+		r.recordOrder(0, id)
 	}
 	r.nInFlight++
 	r.slotsInFlight++
@@ -235,7 +238,7 @@ func (r *Ring) commit(b *virtq.Burst, c *virtq.Chain, id, slots uint16) error {
 	}
 	r.inflight[id] = inflightBuf{descs: slots, writeLen: wl}
 	if r.inOrder {
-		r.order[(r.orderHead+r.nInFlight)%len(r.order)] = id
+		r.recordOrder(0, id)
 	}
 	r.nInFlight++
 	r.slotsInFlight += uint32(slots)

@@ -67,6 +67,17 @@ func (b *Burst) Writable(i int) [][]byte {
 	return b.segs[s : s+int(c.nWrite)]
 }
 
+// WritableOne returns the one segment of chain i when the chain is exactly
+// one writable segment (a receive buffer of one descriptor in one region,
+// what fast paths handle), else nil.
+func (b *Burst) WritableOne(i int) []byte {
+	c := &b.Chains[i]
+	if c.nWrite != 1 || c.nRead != 0 {
+		return nil
+	}
+	return b.segs[c.segStart]
+}
+
 // Chain building, for the ring kinds. A ring calls BeginChain, then
 // AddReadable/AddWritable once per descriptor (an error means the chain did
 // not fit; the ring then calls AbortChain and stops the burst there, so the
@@ -104,6 +115,25 @@ func (b *Burst) AddSegs(c *Chain, n int, length uint32, writable bool) {
 		c.nRead += uint16(n)
 		c.ReadLen += length
 	}
+}
+
+// AddSingle appends a whole chain of one descriptor whose buffer is seg,
+// for a ring's fast path: it is BeginChain, AddSegs and CommitChain in one
+// step, with no per-descriptor bookkeeping. The caller checked the id and
+// that the burst has room (Full is false); an index beyond the arrays
+// panics as any bounds check would.
+func (b *Burst) AddSingle(id uint16, seg []byte, write bool) {
+	s := b.nsegs
+	b.segs[s] = seg
+	c := Chain{ID: id, Descs: 1, segStart: uint16(s)}
+	if write {
+		c.nWrite, c.WriteLen = 1, uint32(len(seg))
+	} else {
+		c.nRead, c.ReadLen = 1, uint32(len(seg))
+	}
+	b.Chains[b.N] = c
+	b.N++
+	b.nsegs = s + 1
 }
 
 // MarkMalformed empties the current chain of its segments and bytes and

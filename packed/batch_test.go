@@ -1,0 +1,140 @@
+package packed_test
+
+import (
+	"testing"
+
+	"github.com/xvswitch/xvswitch/virtq"
+	"github.com/xvswitch/xvswitch/virtq/drivertest"
+)
+
+// Tests of the batched path (batch.go): groups of four aligned single
+// descriptors. A hostile group must fail exactly as the general path does;
+// a group the fast path must not take pops the same chains one by one.
+
+// addSingles makes one single-descriptor chain available per id, at the
+// next slots, each its own 64-byte buffer.
+func addSingles(e *env, ids ...uint16) {
+	for _, id := range ids {
+		e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase + uint64(id)*64, Len: 64, ID: id, Flags: dWrite}})
+	}
+}
+
+func TestHostileBatch(t *testing.T) {
+	runHostile(t, []hostileCase{
+		{name: "id twice in a group", size: 8, want: virtq.ErrBadID, setup: func(e *env) {
+			addSingles(e, 0, 1, 2, 1)
+		}},
+		{name: "id out of range in a group", size: 8, want: virtq.ErrBadID, setup: func(e *env) {
+			addSingles(e, 0, 1, 2, 8)
+		}},
+		{name: "id 0xffff in a group", size: 4, want: virtq.ErrBadID, setup: func(e *env) {
+			addSingles(e, 0, 0xffff, 2, 3)
+		}},
+		{name: "id in flight from the group before", size: 8, want: virtq.ErrBadID, setup: func(e *env) {
+			addSingles(e, 0, 1, 2, 3)
+			if e.pop(32) != 4 {
+				e.t.Fatal("legit group not popped")
+			}
+			addSingles(e, 4, 5, 2, 7)
+		}},
+		{name: "id in flight, later group of the same burst", size: 8, want: virtq.ErrBadID, setup: func(e *env) {
+			addSingles(e, 0, 1, 2, 3, 4, 5, 6, 3)
+		}},
+		{name: "buffer running off the end of a region in a group", size: 8, want: virtq.ErrBadAddress, setup: func(e *env) {
+			addSingles(e, 0, 1)
+			e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase + e.bufSize - 8, Len: 16, ID: 2}})
+			addSingles(e, 3)
+		}},
+		{name: "address in a gap in a group", size: 8, want: virtq.ErrBadAddress, setup: func(e *env) {
+			addSingles(e, 0, 1, 2)
+			e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase - 4096, Len: 10, ID: 3}})
+		}},
+		{name: "length larger than guest memory in a group", size: 8, want: virtq.ErrBadLength, setup: func(e *env) {
+			addSingles(e, 0)
+			e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 0xffffffff, ID: 1}})
+			addSingles(e, 2, 3)
+		}},
+		{name: "group reusing slots still in flight", size: 8, want: virtq.ErrBadIndex, setup: func(e *env) {
+			// Two chains of three slots and two singles: all 8 slots in
+			// flight, the driver is at slot 0 of its next lap.
+			three := []drivertest.PackedBuf{{Addr: e.bufBase, Len: 10}, {Addr: e.bufBase, Len: 10}, {Addr: e.bufBase, Len: 10}}
+			mustAdd(e, three)
+			mustAdd(e, three)
+			mustAdd(e, three[:1])
+			mustAdd(e, three[:1])
+			if e.pop(32) != 4 {
+				e.t.Fatal("legit chains not popped")
+			}
+			addSingles(e, 4, 5, 6, 7)
+		}},
+	})
+}
+
+// TestBatchStopsAtUnavailable: a group whose third descriptor carries the
+// AVAIL/USED bits of the other lap (not yet available, or left over from the
+// lap before) pops the two before it and nothing more, and what the driver
+// publishes next continues from there.
+func TestBatchStopsAtUnavailable(t *testing.T) {
+	for _, flip := range []uint16{drivertest.PackedAvail | drivertest.PackedUsed, 0} {
+		e := newEnv(t, 8, 0, 1<<20)
+		addSingles(e, 0, 1, 2, 3)
+		// Slot 2: the bits of neither lap's available state, or of the
+		// used state of the previous lap.
+		d := e.d.Desc()
+		d[2*16+15] = d[2*16+15]&^0x80 | byte(flip>>8)&0x80
+		d[2*16+14] = d[2*16+14]&^0x80 | byte(flip)&0x80
+		if n := e.pop(32); n != 2 || e.b.Chains[0].ID != 0 || e.b.Chains[1].ID != 1 {
+			t.Fatalf("flags %#x: popped %d (%+v), want ids 0 and 1", flip, n, e.b.Chains[:n])
+		}
+		if e.r.State()&0x7fff != 2 {
+			t.Fatalf("next avail %d, want 2", e.r.State()&0x7fff)
+		}
+	}
+}
+
+// TestBatchLaps: a ring whose size is not a multiple of four (groups at 0
+// and 4, single pops at 8 and 9, the wrap boundary) over many laps, with
+// the buffers coming back in every order: every chain pops with its own
+// id and bytes, and the driver reaps them all.
+func TestBatchLaps(t *testing.T) {
+	for _, features := range []uint64{0, fInOrder} {
+		e := newEnv(t, 10, features, 1<<20)
+		done := make([]drivertest.PackedCompletion, 0, 10)
+		var used [virtq.MaxBurst]virtq.Used
+		for lap := 0; lap < 40; lap++ {
+			k := 1 + lap%10
+			ids := make(map[uint16]bool)
+			for i := 0; i < k; i++ {
+				id, err := e.d.Add([]drivertest.PackedBuf{{Addr: e.bufBase + uint64(i)*128, Len: 100, Write: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[id] = true
+			}
+			n := e.pop(32)
+			if n != k {
+				t.Fatalf("lap %d: popped %d of %d", lap, n, k)
+			}
+			for i := 0; i < n; i++ {
+				c := e.b.Chains[i]
+				if !ids[c.ID] || c.Descs != 1 || c.WriteLen != 100 || len(e.b.Writable(i)) != 1 {
+					t.Fatalf("lap %d chain %d: %+v", lap, i, c)
+				}
+				delete(ids, c.ID)
+				used[i] = virtq.Used{ID: c.ID, Descs: 1, Len: 50}
+			}
+			if features&fInOrder == 0 && lap%2 == 1 {
+				for i, j := 0, n-1; i < j; i, j = i+1, j-1 {
+					used[i], used[j] = used[j], used[i]
+				}
+			}
+			if err := e.r.Push(used[:n]); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if done, err = e.d.Reap(done[:0]); err != nil || len(done) != n {
+				t.Fatalf("lap %d: reaped %d of %d: %v", lap, len(done), n, err)
+			}
+		}
+	}
+}
