@@ -63,6 +63,9 @@ type RxQueue struct {
 
 	hdr [HeaderLen]byte // zero except num_buffers: we offer no offloads
 	src source
+	// touched keeps the loads of placeRun's first pass from being
+	// optimised away.
+	touched byte
 }
 
 // NewRxQueue returns an RX queue over ring (nil for a stopped queue).
@@ -100,6 +103,14 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 	q.busy = true
 	defer q.unwind()
 	for i := 0; i < f.n; i++ {
+		if n := q.placeRun(f, i); n > 0 {
+			i += n - 1
+			continue
+		}
+		if q.err != nil {
+			q.abort(f.n - i)
+			return q.delivered, q.err
+		}
 		q.unplaced = f.n - i
 		if f.lens[i] > q.maxFrame {
 			q.ctr.drop(DropTooLong, 1)
@@ -270,10 +281,16 @@ func (q *RxQueue) stage(c *virtq.Chain, n uint32) {
 // letGo stops holding the n oldest held chains (their used entries are
 // staged).
 func (q *RxQueue) letGo(n int) {
-	for ; n > 0; n-- {
-		q.next++
-		if q.next == q.bursts[q.cur].N {
-			q.bursts[q.cur].Reset()
+	for n > 0 {
+		b := &q.bursts[q.cur]
+		step := min(n, b.N-q.next)
+		if step <= 0 {
+			return // callers let go only of chains held
+		}
+		q.next += step
+		n -= step
+		if q.next == b.N {
+			b.Reset()
 			q.cur ^= 1
 			q.next = 0
 		}

@@ -1,0 +1,152 @@
+package virtionet
+
+import (
+	"bytes"
+	"math/rand"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xvswitch/xvswitch/virtq/drivertest"
+)
+
+// TestRxFaultInFastRun: a run of single-buffer frames (placeRun) whose
+// third buffer sits in memory whose file was truncated. The fault unwinds
+// the first pass; nothing of the run reaches the used ring, all of it counts
+// as memory_fault, the buffers stay held and Flush returns them unused, and
+// the next Deliver into fresh buffers is whole.
+func TestRxFaultInFastRun(t *testing.T) {
+	for _, k := range kinds {
+		for _, mrg := range []bool{true, false} {
+			t.Run(k.String()+map[bool]string{true: "/mrg"}[mrg], func(t *testing.T) {
+				m, fds, err := drivertest.NewSharedMem(1<<20, 1<<20, 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					m.Close()
+					for _, fd := range fds {
+						unix.Close(fd)
+					}
+				})
+				var feat uint64
+				if mrg {
+					feat = featMrg
+				}
+				g := newGuestOn(t, m, k, 64, 0)
+				q := NewRxQueue(g.ring, QueueConfig{Features: featV1 | feat})
+				ids := []uint16{g.post(2048), g.post(2048),
+					g.add([]buf{{Addr: m.Alloc(2, 2048, 64), Len: 2048, Write: true}}), // doomed
+					g.post(2048)}
+				rng := rand.New(rand.NewSource(5))
+				fs := [][]byte{frame(rng, 100), frame(rng, 100), frame(rng, 100), frame(rng, 100)}
+				if err := unix.Ftruncate(fds[2], 0); err != nil {
+					t.Fatal(err)
+				}
+				if r := deliverFault(q, framesOf(fs...)); !isMemoryFault(r) {
+					t.Fatalf("Deliver unwound with %v, want a memory fault", r)
+				}
+				if q.Held() != 4 {
+					t.Fatalf("%d buffers held after the fault, want 4", q.Held())
+				}
+				if err := q.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				cs := g.reap()
+				if len(cs) != 4 {
+					t.Fatalf("%d buffers used after the flush, want 4", len(cs))
+				}
+				for i, c := range cs {
+					if c.id != ids[i] || c.n != 0 {
+						t.Fatalf("used %d: buffer %d with %d bytes, want buffer %d unused", i, c.id, c.n, ids[i])
+					}
+				}
+				checkStats(t, q.Snapshot(), 0, 0, map[DropReason]int{DropMemoryFault: 4})
+				for i := 0; i < 4; i++ {
+					g.post(2048)
+				}
+				if n, err := q.Deliver(framesOf(fs...)); n != 4 || err != nil {
+					t.Fatalf("Deliver after the fault: %d, %v", n, err)
+				}
+				got, err := g.received(g.reap(), HeaderLen, mrg)
+				if err != nil || len(got) != 4 {
+					t.Fatalf("received %d frames: %v", len(got), err)
+				}
+				for i := range got {
+					if !bytes.Equal(got[i], fs[i]) {
+						t.Fatalf("frame %d differs", i)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestRxFastRunMixed: frames the fast path takes and frames it leaves to
+// the general one (two segments, too long, a buffer too small, a buffer of
+// two descriptors), interleaved: every frame that fits arrives intact and
+// in order, every other is counted with its reason.
+func TestRxFastRunMixed(t *testing.T) {
+	for _, k := range kinds {
+		for _, mrg := range []bool{true, false} {
+			t.Run(k.String()+map[bool]string{true: "/mrg"}[mrg], func(t *testing.T) {
+				var feat uint64
+				if mrg {
+					feat = featMrg
+				}
+				g, q := rxCase(t, k, 0, feat, 1500)
+				rng := rand.New(rand.NewSource(6))
+				small := frame(rng, 60)
+				two := frame(rng, 300)
+				f := &Frames{}
+				f.AddBytes(frame(rng, 200))
+				f.Add([][]byte{two[:100], two[100:]})
+				f.AddBytes(frame(rng, 1600)) // too long
+				f.AddBytes(frame(rng, 1000)) // a buffer of two descriptors
+				f.AddBytes(small)            // one of two descriptors, a header-sized first
+				f.AddBytes(frame(rng, 64))
+				f.AddBytes(frame(rng, 700)) // a 512-byte buffer: too small, or two merged
+				g.post(2048)
+				g.post(2048)
+				g.post(512, 512)
+				g.add([]buf{{Addr: g.alloc(16), Len: 16, Write: true}, {Addr: g.alloc(1024), Len: 1024, Write: true}})
+				g.post(2048)
+				g.post(512)
+				want := [][]byte{f.Segments(0)[0], two, f.Segments(3)[0], small, f.Segments(5)[0]}
+				drops := map[DropReason]int{DropTooLong: 1}
+				if mrg {
+					g.post(512)
+					want = append(want, f.Segments(6)[0])
+				} else {
+					drops[DropGuestBufferTooSmall] = 1
+				}
+				n, err := q.Deliver(f)
+				if err != nil || n != len(want) {
+					t.Fatalf("Deliver: %d, %v; want %d", n, err, len(want))
+				}
+				// A buffer too small comes back unused (length 0).
+				var cs []completion
+				for _, c := range g.reap() {
+					if c.n != 0 {
+						cs = append(cs, c)
+					}
+				}
+				nonEmpty, err := g.received(cs, HeaderLen, mrg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bytesIn := 0
+				if len(nonEmpty) != len(want) {
+					t.Fatalf("received %d frames, want %d", len(nonEmpty), len(want))
+				}
+				for i := range want {
+					if !bytes.Equal(nonEmpty[i], want[i]) {
+						t.Fatalf("frame %d: %d bytes, want %d", i, len(nonEmpty[i]), len(want[i]))
+					}
+					bytesIn += len(want[i])
+				}
+				checkStats(t, q.Snapshot(), len(want), bytesIn, drops)
+			})
+		}
+	}
+}
