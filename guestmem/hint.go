@@ -27,15 +27,27 @@ func (m *Memory) NewHint() Hint {
 }
 
 // Translate returns the host bytes of [gpa, gpa+n) when they lie in one
-// region, trying the hinted region first. ok is false when they do not
-// (the buffer straddles regions, or is outside guest memory): the caller
-// then uses Memory.AppendSegments, which splits it or reports the error.
-// Small enough to be inlined into the rings' hot loops.
+// region, trying the hinted region first and hinting the region it finds.
+// ok is false when they do not (the buffer straddles regions, or is
+// outside guest memory): the caller then uses Memory.AppendSegments, which
+// splits it or reports the error. It is too big for Go's inliner: hot
+// loops call Hinted, which is not, and Translate only when Hinted says no.
 func (h *Hint) Translate(gpa, n uint64) (b []byte, ok bool) {
-	if off := gpa - h.base; off < uint64(len(h.host)) && n <= uint64(len(h.host))-off {
-		return h.host[off : off+n : off+n], true
+	if b, ok := h.Hinted(gpa, n); ok {
+		return b, true
 	}
 	return h.miss(gpa, n)
+}
+
+// Hinted is Translate for the hinted region alone: ok is false when the
+// buffer is not in it (it may still be in another region). It must stay
+// inlinable (inline_test.go checks that it is).
+func (h *Hint) Hinted(gpa, n uint64) (b []byte, ok bool) {
+	host := h.host
+	if off := gpa - h.base; off < uint64(len(host)) && n <= uint64(len(host))-off {
+		return host[off : off+n : off+n], true
+	}
+	return nil, false
 }
 
 // miss is Translate when the hinted region does not hold the buffer.

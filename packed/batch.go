@@ -56,14 +56,16 @@ func (r *Ring) popBatch(b *virtq.Burst) bool {
 	if ((w0^ab)|(w1^ab)|(w2^ab)|(w3^ab))&must != 0 {
 		return false
 	}
-	id0, id1, id2, id3 := uint16(w0), uint16(w1), uint16(w2), uint16(w3)
-	size := r.size
-	if id0 >= size || id1 >= size || id2 >= size || id3 >= size ||
+	id0, id1, id2, id3 := int(uint16(w0)), int(uint16(w1)), int(uint16(w2)), int(uint16(w3))
+	// inflight has exactly size entries (New): checking ids against its
+	// length is the range check and lets the compiler drop the bounds
+	// checks of the four lookups.
+	inflight := r.inflight
+	if id0 >= len(inflight) || id1 >= len(inflight) || id2 >= len(inflight) || id3 >= len(inflight) ||
 		id0 == id1 || id0 == id2 || id0 == id3 || id1 == id2 || id1 == id3 || id2 == id3 ||
-		r.slotsInFlight+batch > uint32(size) {
+		r.slotsInFlight+batch > uint32(r.size) {
 		return false
 	}
-	inflight := r.inflight
 	if inflight[id0].descs|inflight[id1].descs|inflight[id2].descs|inflight[id3].descs != 0 {
 		return false
 	}
@@ -74,48 +76,38 @@ func (r *Ring) popBatch(b *virtq.Burst) bool {
 	if l0 == 0 || l1 == 0 || l2 == 0 || l3 == 0 {
 		return false
 	}
-	h := r.hint
-	s0, ok0 := hinted(h, binary.LittleEndian.Uint64(g[0*descSize+offAddr:]), l0)
-	s1, ok1 := hinted(h, binary.LittleEndian.Uint64(g[1*descSize+offAddr:]), l1)
-	s2, ok2 := hinted(h, binary.LittleEndian.Uint64(g[2*descSize+offAddr:]), l2)
-	s3, ok3 := hinted(h, binary.LittleEndian.Uint64(g[3*descSize+offAddr:]), l3)
+	h := &r.hint
+	s0, ok0 := h.Hinted(binary.LittleEndian.Uint64(g[0*descSize+offAddr:]), uint64(l0))
+	s1, ok1 := h.Hinted(binary.LittleEndian.Uint64(g[1*descSize+offAddr:]), uint64(l1))
+	s2, ok2 := h.Hinted(binary.LittleEndian.Uint64(g[2*descSize+offAddr:]), uint64(l2))
+	s3, ok3 := h.Hinted(binary.LittleEndian.Uint64(g[3*descSize+offAddr:]), uint64(l3))
 	if !(ok0 && ok1 && ok2 && ok3) {
 		return false
 	}
 	// Everything checked: commit the group.
 	wm := uint32(r.writeMask) << 16
-	b.AddSingle(id0, s0, w0&wm != 0)
-	b.AddSingle(id1, s1, w1&wm != 0)
-	b.AddSingle(id2, s2, w2&wm != 0)
-	b.AddSingle(id3, s3, w3&wm != 0)
+	b.AddSingle(uint16(id0), s0, w0&wm != 0)
+	b.AddSingle(uint16(id1), s1, w1&wm != 0)
+	b.AddSingle(uint16(id2), s2, w2&wm != 0)
+	b.AddSingle(uint16(id3), s3, w3&wm != 0)
 	inflight[id0] = inflightBuf{descs: 1, writeLen: writeLen(l0, w0, wm)}
 	inflight[id1] = inflightBuf{descs: 1, writeLen: writeLen(l1, w1, wm)}
 	inflight[id2] = inflightBuf{descs: 1, writeLen: writeLen(l2, w2, wm)}
 	inflight[id3] = inflightBuf{descs: 1, writeLen: writeLen(l3, w3, wm)}
 	if r.inOrder {
-		r.recordOrder(0, id0)
-		r.recordOrder(1, id1)
-		r.recordOrder(2, id2)
-		r.recordOrder(3, id3)
+		r.recordOrder(0, uint16(id0))
+		r.recordOrder(1, uint16(id1))
+		r.recordOrder(2, uint16(id2))
+		r.recordOrder(3, uint16(id3))
 	}
 	r.nInFlight += batch
 	r.slotsInFlight += batch
-	if idx += batch; idx == size {
+	if idx += batch; idx == r.size {
 		r.setAvail(0, !r.availWrap)
 	} else {
 		r.availIdx = idx
 	}
 	return true
-}
-
-// hinted returns the host bytes of [addr, addr+ln) when they lie in region
-// h, checked without overflow (translate.go's invariants).
-func hinted(h *guestmem.Region, addr uint64, ln uint32) ([]byte, bool) {
-	off := addr - h.GuestAddr
-	if off >= h.Size || uint64(ln) > h.Size-off {
-		return nil, false
-	}
-	return h.Host[off : off+uint64(ln) : off+uint64(ln)], true
 }
 
 // writeLen is what a single descriptor of length ln and id|flags word w

@@ -11,10 +11,10 @@ import (
 // like every ring it belongs to one goroutine at a time.
 type Ring struct {
 	mem  *guestmem.Memory
-	hint *guestmem.Region // region of the last buffer translated (translate.go)
-	desc []byte           // size descriptors, 16-byte aligned
-	drv  []byte           // driver event suppression: read by us
-	dev  []byte           // device event suppression: written by us
+	hint guestmem.Hint // region of the last buffer translated (translate.go)
+	desc []byte        // size descriptors, 16-byte aligned
+	drv  []byte        // driver event suppression: read by us
+	dev  []byte        // device event suppression: written by us
 	// writeMask is flagWrite, or 0 on a ReadOnly ring (virtq.Config).
 	writeMask uint16
 	size      uint16
@@ -114,8 +114,7 @@ func New(cfg virtq.Config) (*Ring, error) {
 		r.writeMask = 0
 	}
 	r.setAvail(availIdx, cfg.Base&wrapBit != 0)
-	// The table has a region: the descriptor ring was found in one.
-	r.hint = &cfg.Mem.Regions()[0]
+	r.hint = cfg.Mem.NewHint()
 	for _, reg := range cfg.Mem.Regions() {
 		r.maxLen += reg.Size
 	}
