@@ -75,6 +75,13 @@ func FuzzSplitPop(f *testing.F) {
 	f.Add(fuzzInput(2, 2, 1, 0, []fuzzDesc{{fuzzTable, 32, ind, 0}}, []uint16{0}, []fuzzDesc{{d, 10, n, 1}, {fuzzTable, 16, ind, 0}})) // nested
 	f.Add(fuzzInput(0, 0, 0x8001, 0x8000, []fuzzDesc{{d + 0xffff0, 0x20, w, 0}}, []uint16{0}, nil))                                    // off the region
 	f.Add(fuzzInput(1, 1, 2, 0, []fuzzDesc{{d, 10, w | n, 1}, {d, 10, r, 0}}, []uint16{0, 0}, nil))                                    // write before read
+	// Avail entries read four at a time: singles, a chain inside a group,
+	// a head twice in a group, a group across the end of the avail ring.
+	singles := []fuzzDesc{{d, 64, w, 0}, {d + 64, 64, w, 0}, {d + 128, 64, r, 0}, {d + 192, 64, w, 0}, {d + 256, 64, w, 0}, {d + 320, 64, w, 0}, {d + 384, 10, n, 7}, {d + 448, 64, w, 0}}
+	f.Add(fuzzInput(3, 1, 8, 0, singles, []uint16{0, 1, 2, 3, 4, 5, 6, 7}, nil))
+	f.Add(fuzzInput(3, 1, 7, 0, singles, []uint16{0, 1, 2, 3, 4, 6, 5}, nil))
+	f.Add(fuzzInput(3, 1, 6, 0, singles, []uint16{0, 1, 2, 1, 4, 5}, nil))
+	f.Add(fuzzInput(3, 1, 4, 0xfffe, singles, []uint16{2, 3, 4, 5, 0, 0, 0, 1}, nil))
 
 	m, err := drivertest.NewMem(1<<20, 1<<20)
 	if err != nil {
@@ -82,7 +89,7 @@ func FuzzSplitPop(f *testing.F) {
 	}
 	f.Cleanup(m.Close)
 	ringBytes := m.Bytes(fuzzRing, 0x2000+fuzzTableLen)
-	burst := new(virtq.Burst)
+	burst, ref := new(virtq.Burst), new(virtq.Burst)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 6 {
 			return
@@ -108,9 +115,10 @@ func FuzzSplitPop(f *testing.F) {
 		binary.LittleEndian.PutUint16(avail[2:], availIdx)
 		binary.LittleEndian.PutUint16(ringBytes[0x1000+2:], base)
 
-		ring, err := split.New(virtq.Config{Mem: m.Memory, Size: uint16(size),
+		cfg := virtq.Config{Mem: m.Memory, Size: uint16(size),
 			Desc: m.User(fuzzRing), Driver: m.User(availAddr), Device: m.User(fuzzUsed),
-			Features: features, Base: uint32(base)})
+			Features: features, Base: uint32(base)}
+		ring, err := split.New(cfg)
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
@@ -118,6 +126,7 @@ func FuzzSplitPop(f *testing.F) {
 		for round := 0; round < 2; round++ {
 			state := ring.State()
 			got, err := ring.Pop(burst, virtq.MaxBurst)
+			sameOneByOne(t, cfg, state, burst, got, err, ref)
 			if err != nil {
 				if !errors.Is(err, virtq.ErrBroken) || !specific(err) {
 					t.Fatalf("Pop: %v is not a broken-ring sentinel", err)
@@ -165,6 +174,54 @@ func FuzzSplitPop(f *testing.F) {
 			ring.EnableKicks()
 		}
 	})
+}
+
+// sameOneByOne pops, from a twin of the ring made from its state before a
+// Pop of up to MaxBurst that returned got chains in b or err, one chain per
+// Pop: that never reads avail entries four at a time, and must give the
+// same chains, segment for segment, or fail the same way.
+func sameOneByOne(t *testing.T, cfg virtq.Config, state uint32, b *virtq.Burst, got int, err error, ref *virtq.Burst) {
+	t.Helper()
+	cfg.Base = state
+	twin, nerr := split.New(cfg)
+	if nerr != nil {
+		t.Fatalf("twin from state %d: %v", state, nerr)
+	}
+	for i := 0; i < virtq.MaxBurst; i++ {
+		k, rerr := twin.Pop(ref, 1)
+		if rerr != nil {
+			if err == nil && i < got {
+				t.Fatalf("one by one, chain %d fails (%v); the burst popped %d", i, rerr, got)
+			}
+			if err != nil && specific(err) != specific(rerr) {
+				t.Fatalf("burst Pop: %v; one by one: %v", err, rerr)
+			}
+			return
+		}
+		if k == 0 {
+			if err != nil || i < got {
+				t.Fatalf("one by one, ring empty after %d chains; the burst popped %d (%v)", i, got, err)
+			}
+			return
+		}
+		if err != nil || i >= got {
+			continue
+		}
+		c, rc := b.Chains[i], ref.Chains[0]
+		if c.ID != rc.ID || c.Descs != rc.Descs || c.ReadLen != rc.ReadLen || c.WriteLen != rc.WriteLen || c.Malformed != rc.Malformed {
+			t.Fatalf("chain %d: burst %+v, one by one %+v", i, c, rc)
+		}
+		for _, p := range [][2][][]byte{{b.Readable(i), ref.Readable(0)}, {b.Writable(i), ref.Writable(0)}} {
+			if len(p[0]) != len(p[1]) {
+				t.Fatalf("chain %d: %d segments, one by one %d", i, len(p[0]), len(p[1]))
+			}
+			for j := range p[0] {
+				if len(p[0][j]) != len(p[1][j]) || &p[0][j][0] != &p[1][j][0] {
+					t.Fatalf("chain %d segment %d differs from one by one", i, j)
+				}
+			}
+		}
+	}
 }
 
 // specific reports whether err wraps a sentinel other than ErrBroken.

@@ -39,7 +39,26 @@ func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 	}
 	for b.N < max && !b.Full() {
 		at := r.lastAvail + uint16(b.N)
-		head := guestmem.Load16(r.avail, 4+2*int(at&r.mask))
+		slot := int(at & r.mask)
+		var head uint16
+		if n := b.N; n+availGroup <= max && slot+availGroup <= int(r.size) && b.SegsLeft() >= availGroup {
+			// Four avail entries in one load (fast.go). The acquire
+			// load of idx above ordered them.
+			heads := binary.LittleEndian.Uint64(r.avail[4+2*slot:])
+			if r.popOne(b, uint16(heads)) && r.popOne(b, uint16(heads>>16)) &&
+				r.popOne(b, uint16(heads>>32)) && r.popOne(b, uint16(heads>>48)) {
+				continue
+			}
+			if b.N != n {
+				continue // the entry that stopped the group is read again
+			}
+			head = uint16(heads)
+		} else {
+			head = guestmem.Load16(r.avail, 4+2*slot)
+			if r.popOne(b, head) {
+				continue
+			}
+		}
 		err := r.popChain(b, head)
 		if err == errNoRoom {
 			if b.N == 0 {
