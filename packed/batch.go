@@ -129,3 +129,55 @@ func (r *Ring) recordOrder(k int, id uint16) {
 	}
 	r.order[i] = id
 }
+
+// pushGroup writes the used descriptors of the four entries u at the
+// aligned slot idx (idx+batch <= size; bits is the used flags word of its
+// lap, shifted into place) when each names a different chain of one slot
+// in flight, and reports whether it did; on false nothing changed and
+// pushAny takes the entries one at a time. As there, a length is clamped
+// to what the chain lets the device write, and the first used descriptor
+// of the whole Push keeps its flags back for p to publish.
+func (r *Ring) pushGroup(u *[batch]virtq.Used, idx uint16, bits uint32, p *publisher) bool {
+	inflight := r.inflight
+	i0, i1, i2, i3 := int(u[0].ID), int(u[1].ID), int(u[2].ID), int(u[3].ID)
+	if i0 >= len(inflight) || i1 >= len(inflight) || i2 >= len(inflight) || i3 >= len(inflight) ||
+		i0 == i1 || i0 == i2 || i0 == i3 || i1 == i2 || i1 == i3 || i2 == i3 {
+		return false
+	}
+	f0, f1, f2, f3 := &inflight[i0], &inflight[i1], &inflight[i2], &inflight[i3]
+	if f0.descs != 1 || f1.descs != 1 || f2.descs != 1 || f3.descs != 1 {
+		return false
+	}
+	off := int(idx) * descSize
+	g := (*[batchBytes]byte)(r.desc[off : off+batchBytes])
+	l0, w0 := usedEntry(f0, &u[0], bits)
+	l1, w1 := usedEntry(f1, &u[1], bits)
+	l2, w2 := usedEntry(f2, &u[2], bits)
+	l3, w3 := usedEntry(f3, &u[3], bits)
+	f0.descs, f1.descs, f2.descs, f3.descs = 0, 0, 0, 0
+	binary.LittleEndian.PutUint32(g[0*descSize+offLen:], l0)
+	binary.LittleEndian.PutUint32(g[1*descSize+offLen:], l1)
+	binary.LittleEndian.PutUint32(g[2*descSize+offLen:], l2)
+	binary.LittleEndian.PutUint32(g[3*descSize+offLen:], l3)
+	if p.first < 0 {
+		p.first, p.firstWord = off, w0
+	} else {
+		binary.LittleEndian.PutUint32(g[0*descSize+offIDFlags:], w0)
+	}
+	binary.LittleEndian.PutUint32(g[1*descSize+offIDFlags:], w1)
+	binary.LittleEndian.PutUint32(g[2*descSize+offIDFlags:], w2)
+	binary.LittleEndian.PutUint32(g[3*descSize+offIDFlags:], w3)
+	return true
+}
+
+// usedEntry returns the length and id|flags word of the used descriptor
+// for entry u of in-flight chain f: the length clamped to what the chain
+// lets the device write, WRITE set when it is not zero.
+func usedEntry(f *inflightBuf, u *virtq.Used, bits uint32) (ln, word uint32) {
+	ln = min(u.Len, f.writeLen)
+	word = uint32(u.ID) | bits
+	if ln != 0 {
+		word |= flagWrite << 16
+	}
+	return ln, word
+}

@@ -1,6 +1,7 @@
 package packed_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/xvswitch/xvswitch/virtq"
@@ -135,6 +136,91 @@ func TestBatchLaps(t *testing.T) {
 			if done, err = e.d.Reap(done[:0]); err != nil || len(done) != n {
 				t.Fatalf("lap %d: reaped %d of %d: %v", lap, len(done), n, err)
 			}
+		}
+	}
+}
+
+// TestPushGroupRefuses: a Push whose group of four names a chain twice,
+// one not in flight or one of several slots leaves the group to the entry
+// by entry path: the entries before the bad one reach the driver, the bad
+// one fails the push, nothing after it is written.
+func TestPushGroupRefuses(t *testing.T) {
+	cases := []struct {
+		name string
+		used func(ids []uint16) []virtq.Used
+		ok   int // entries the driver reaps
+	}{
+		{"id twice", func(ids []uint16) []virtq.Used {
+			return []virtq.Used{{ID: ids[0]}, {ID: ids[1]}, {ID: ids[1]}, {ID: ids[3]}}
+		}, 2},
+		{"id not in flight", func(ids []uint16) []virtq.Used {
+			return []virtq.Used{{ID: ids[0]}, {ID: 7}, {ID: ids[2]}, {ID: ids[3]}}
+		}, 1},
+		{"id out of range", func(ids []uint16) []virtq.Used {
+			return []virtq.Used{{ID: ids[0]}, {ID: ids[1]}, {ID: ids[2]}, {ID: 0xffff}}
+		}, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 8, 0, 1<<20)
+			var ids []uint16
+			for i := 0; i < 4; i++ {
+				ids = append(ids, mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase + uint64(i)*64, Len: 64, Write: true}}))
+			}
+			if e.pop(32) != 4 {
+				t.Fatal("chains not popped")
+			}
+			if err := e.r.Push(tc.used(ids)); !errors.Is(err, virtq.ErrUsedNotInFlight) {
+				t.Fatalf("Push: %v, want ErrUsedNotInFlight", err)
+			}
+			got, err := e.d.Reap(nil)
+			if err != nil || len(got) != tc.ok {
+				t.Fatalf("driver reaped %v, %v; want the first %d", got, err, tc.ok)
+			}
+			for i, c := range got {
+				if c.ID != ids[i] {
+					t.Fatalf("reaped %v, want ids %v first", got, ids)
+				}
+			}
+		})
+	}
+}
+
+// TestPushGroupMixed: groups and single entries in one Push, a chain of
+// two slots that shifts the groups' alignment, lengths clamped: the
+// driver reaps every entry with its length.
+func TestPushGroupMixed(t *testing.T) {
+	e := newEnv(t, 16, 0, 1<<20)
+	var ids []uint16
+	for i := 0; i < 11; i++ {
+		bufs := []drivertest.PackedBuf{{Addr: e.bufBase + uint64(i)*128, Len: 64, Write: true}}
+		if i == 5 {
+			bufs = append(bufs, drivertest.PackedBuf{Addr: e.bufBase + uint64(i)*128 + 64, Len: 64, Write: true})
+		}
+		ids = append(ids, mustAdd(e, bufs))
+	}
+	if e.pop(32) != 11 {
+		t.Fatal("chains not popped")
+	}
+	var used []virtq.Used
+	for i, id := range ids {
+		used = append(used, virtq.Used{ID: id, Len: uint32(10 * i)})
+	}
+	used[2].Len = 1000 // clamped to 64
+	if err := e.r.Push(used); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.d.Reap(nil)
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("reaped %d of %d: %v", len(got), len(ids), err)
+	}
+	for i, c := range got {
+		want := min(used[i].Len, 64)
+		if i == 5 {
+			want = min(used[i].Len, 128)
+		}
+		if c.ID != ids[i] || c.Len != want {
+			t.Fatalf("completion %d: %+v, want id %d len %d", i, c, ids[i], want)
 		}
 	}
 }

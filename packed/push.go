@@ -104,7 +104,20 @@ func (r *Ring) pushAny(used []virtq.Used, p *publisher) error {
 	var err error
 	var slots uint32
 	n := 0
-	for i := range used {
+	for i := 0; i < len(used); i++ {
+		if i+batch <= len(used) && idx%batch == 0 && uint32(idx)+batch <= uint32(size) &&
+			r.pushGroup((*[batch]virtq.Used)(used[i:i+batch]), idx, bits, p) {
+			// Four single-slot chains at once (batch.go).
+			i += batch - 1
+			if idx += batch; idx == size {
+				idx = 0
+				wrap = !wrap
+				bits = uint32(usedBits(wrap)) << 16
+			}
+			slots += batch
+			n += batch
+			continue
+		}
 		u := &used[i]
 		if int(u.ID) >= len(inflight) || inflight[u.ID].descs == 0 {
 			err = fmt.Errorf("%w: id %d", virtq.ErrUsedNotInFlight, u.ID)
@@ -121,7 +134,7 @@ func (r *Ring) pushAny(used []virtq.Used, p *publisher) error {
 			word |= flagWrite << 16
 		}
 		binary.LittleEndian.PutUint32(d[offLen:], ln)
-		if i == 0 {
+		if p.first < 0 {
 			p.first, p.firstWord = off, word
 		} else {
 			binary.LittleEndian.PutUint32(d[offIDFlags:], word)
