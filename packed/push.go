@@ -86,11 +86,17 @@ func (r *Ring) write(p *publisher, id uint16, ln uint32, slots uint16) {
 // counter of its own lap. Only their flags change: a driver never reads
 // them, and it overwrites them whole when it reuses them.
 func (r *Ring) markSkipped(idx uint16, wrap bool, n uint16) {
+	// Ring, size and the flags of the lap in locals: an IN_ORDER push
+	// marks nearly every slot of a burst here.
+	desc, size, bits := r.desc, r.size, usedBits(wrap)
 	for k := uint16(1); k < n; k++ {
-		if idx++; idx == r.size {
+		if idx++; idx == size {
 			idx, wrap = 0, !wrap
+			bits = usedBits(wrap)
 		}
-		binary.LittleEndian.PutUint16(r.desc[int(idx)*descSize+offIDFlags+2:], usedBits(wrap))
+		// Plain store: Push's release store of the first used
+		// descriptor publishes it.
+		guestmem.Store16(desc, int(idx)*descSize+offIDFlags+2, bits)
 	}
 }
 
