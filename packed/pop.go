@@ -28,6 +28,7 @@ func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 		max = virtq.MaxBurst
 	}
 	startIdx, startWrap := r.availIdx, r.availWrap
+	r.touchAhead(max)
 	for b.N < max && !b.Full() {
 		if b.N+batch <= max && b.SegsLeft() >= batch && r.popBatch(b) {
 			continue

@@ -57,6 +57,8 @@ type Ring struct {
 	fence       uint32
 
 	broken bool
+	// touched keeps touchAhead's loads from being optimised away.
+	touched uint16
 }
 
 type inflightBuf struct {
