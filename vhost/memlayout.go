@@ -94,7 +94,9 @@ func (d *Device) MemoryLayout() *MemoryLayout { return d.layout.Load() }
 func (d *Device) changeMemory(oldRng, newRng *memRange, retire []*mapping, released bool) {
 	free := func() {
 		if !released {
-			d.log.Error("vhost: old guest memory left mapped: a poller still held it", "regions", len(retire))
+			if len(retire) > 0 || oldRng != nil {
+				d.log.Error("vhost: old guest memory left mapped: a poller still held it", "regions", len(retire))
+			}
 			return
 		}
 		unmapAll(retire)

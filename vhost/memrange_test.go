@@ -123,7 +123,12 @@ func checkLayout(t *testing.T, l *vhost.MemoryLayout, f *vhosttest.FrontEnd, are
 		}
 		cur += roundUp(head+r.Size, pageSize)
 		// The guest's bytes, seen through the range, both ways.
-		host := f.Mem().Regions[i].Host
+		var host []byte
+		for _, mr := range f.Mem().Regions {
+			if mr.GuestAddr == r.GuestAddr {
+				host = mr.Host
+			}
+		}
 		for _, at := range []uint64{0, r.Size / 2, r.Size - 8} {
 			copy(host[at:], fmt.Sprintf("g%d@%06x", i, at)[:8])
 			if got := string(l.Range()[r.Offset+at:][:8]); got != string(host[at:at+8]) {
