@@ -2,6 +2,7 @@ package vhost_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/vhost/vhosttest"
 )
@@ -322,5 +324,28 @@ func TestContiguousHookBounded(t *testing.T) {
 	})
 	if _, bad := cl.get(); len(bad) != 0 {
 		t.Fatal(bad)
+	}
+}
+
+// TestContiguousMemoryFault: a front-end that truncates its memfd under a
+// table mapped as one range faults the control path's next touch of its
+// rings (a new kick fd rebinds the running queue, which no poller does
+// here): the fault is recognised as this guest's, within the range, and
+// breaks only this device; the next front-end starts clean.
+func TestContiguousMemoryFault(t *testing.T) {
+	s := startSessionWith(t, vhost.Config{Contiguous: true, SwitchArea: 4096}, vhosttest.Options{Packed: true})
+	s.f.TruncateMemory(0)
+	_ = s.f.SendMsg(vhosttest.ReqSetVringKick, vhosttest.FlagVersion, vhosttest.U64(0), vhosttest.EventFD(t))
+	if err := s.f.WaitClosed(); !errors.Is(err, guestmem.ErrFault) {
+		t.Fatalf("session ended with %v, want a guest memory fault", err)
+	}
+	if s.d.MemoryLayout() != nil {
+		t.Fatal("a layout after the broken session")
+	}
+	g := vhosttest.Connect(t, s.d)
+	g.Start(vhosttest.Options{Packed: true})
+	vhosttest.WaitFor(t, "the next front-end ready", func() bool { return s.d.Info().Ready })
+	if s.d.MemoryLayout() == nil {
+		t.Fatal("no layout for the next front-end")
 	}
 }
