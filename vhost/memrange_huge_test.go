@@ -1,6 +1,7 @@
 package vhost_test
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xvswitch/xvswitch/test/require"
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/vhost/vhosttest"
 )
@@ -64,7 +66,7 @@ func freeHugePagesFor(t *testing.T, n uint64) (bool, string) {
 func TestContiguousHugetlb(t *testing.T) {
 	hfd, err := unix.MemfdCreate("vhosttest-huge", unix.MFD_CLOEXEC|unix.MFD_HUGETLB)
 	if err != nil {
-		t.Skipf("no hugetlb memfd here: %v", err)
+		require.SkipOrFail(t, fmt.Sprintf("no hugetlb memfd here: %v", err))
 	}
 	defer unix.Close(hfd)
 	var sf unix.Statfs_t
@@ -107,7 +109,7 @@ func TestContiguousHugetlb(t *testing.T) {
 
 	ok, why := freeHugePagesFor(t, 1)
 	if !ok {
-		t.Skipf("layout checked; the huge page itself not touched: %s", why)
+		require.SkipOrFail(t, "layout checked; the huge page itself not touched (needs root to raise nr_hugepages): "+why)
 	}
 	copy(l.Range()[rs[1].Offset+100:], "through the range")
 	got := make([]byte, 17)

@@ -2,6 +2,7 @@ package vswitch
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -141,7 +142,7 @@ func TestGuestHugeMemoryAsUMEM(t *testing.T) {
 	const huge = 2 << 20
 	hfd, err := unix.MemfdCreate("vswitch-umem-huge", unix.MFD_CLOEXEC|unix.MFD_HUGETLB)
 	if err != nil {
-		t.Skipf("no hugetlb memfd here: %v", err)
+		require.SkipOrFail(t, fmt.Sprintf("no hugetlb memfd here: %v", err))
 	}
 	defer unix.Close(hfd)
 	var sf unix.Statfs_t
@@ -152,7 +153,7 @@ func TestGuestHugeMemoryAsUMEM(t *testing.T) {
 		t.Fatal(err)
 	}
 	if why := freeHugePage(t); why != "" {
-		t.Skip(why)
+		require.SkipOrFail(t, why)
 	}
 	const small = 1<<20 + 4096
 	sfd := vhosttest.MemFD(t, small)
