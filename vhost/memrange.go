@@ -49,9 +49,13 @@ func (r *memRange) unmap() {
 // must fit in budget bytes of address space. On failure nothing is left
 // mapped and every fd of srcs is closed.
 func mapRange(srcs []regionSource, areaSize, budget uint64) (*memRange, []*mapping, error) {
+	if len(srcs) == 0 {
+		// No memory is no range (replaceRange), never the area alone.
+		return nil, nil, fmt.Errorf("%w: an empty contiguous table", ErrBadMemTable)
+	}
 	pg := uint64(unix.Getpagesize())
-	closeAll := func(from int) {
-		for _, s := range srcs[from:] {
+	closeAll := func() {
+		for _, s := range srcs {
 			closeFD(s.fd)
 		}
 	}
@@ -59,38 +63,34 @@ func mapRange(srcs []regionSource, areaSize, budget uint64) (*memRange, []*mappi
 	at := make([]uint64, len(srcs)) // where each region's pages go in the range
 	area := (areaSize + pg - 1) &^ (pg - 1)
 	if area < areaSize {
-		closeAll(0)
+		closeAll()
 		return nil, nil, fmt.Errorf("%w: switch-owned area of %d bytes", ErrBadMemTable, areaSize)
 	}
 	cur, maxAlign := area, pg
 	for i, s := range srcs {
 		p, err := planRegion(s.fd, s.desc)
 		if err != nil {
-			closeAll(0)
+			closeAll()
 			return nil, nil, err
 		}
 		plans[i] = p
 		maxAlign = max(maxAlign, p.align)
 		pos := (cur + p.align - 1) &^ (p.align - 1)
 		if pos < cur || pos+p.length < pos || pos+p.length > budget {
-			closeAll(0)
+			closeAll()
 			return nil, nil, fmt.Errorf("%w: the contiguous table needs more than the %d bytes of address space the device's MaxMemory allows (region %v)", ErrBadMemTable, budget, s.desc)
 		}
 		at[i], cur = pos, pos+p.length
 	}
 	total := cur
-	if total == 0 {
-		closeAll(0)
-		return nil, nil, fmt.Errorf("%w: an empty contiguous table", ErrBadMemTable)
-	}
 	mem, err := reserveRange(total, maxAlign)
 	if err != nil {
-		closeAll(0)
+		closeAll()
 		return nil, nil, fmt.Errorf("%w: reserve %d bytes of address space: %v", ErrBadMemTable, total, err)
 	}
 	fail := func(err error) (*memRange, []*mapping, error) {
 		unmapRange(mem)
-		closeAll(0)
+		closeAll()
 		return nil, nil, err
 	}
 	// The switch's own memory: the area, then every gap in front of a
@@ -123,11 +123,6 @@ func mapRange(srcs []regionSource, areaSize, budget uint64) (*memRange, []*mappi
 		l.regions = append(l.regions, LayoutRegion{GuestAddr: s.desc.guestAddr, Size: s.desc.size,
 			UserAddr: s.desc.userAddr, Offset: at[i] + p.head})
 		cur = at[i] + p.length
-	}
-	if len(srcs) == 0 {
-		if err := fill(0, area); err != nil {
-			return fail(err)
-		}
 	}
 	return &memRange{mem: mem, layout: l}, maps, nil
 }
