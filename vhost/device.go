@@ -160,6 +160,9 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.MaxMemory == 0 {
 		cfg.MaxMemory = DefaultMaxMemory
 	}
+	if cfg.Contiguous && cfg.SwitchArea >= cfg.MaxMemory {
+		return nil, fmt.Errorf("vhost: a switch area of %d bytes leaves no room for guest memory in MaxMemory %d", cfg.SwitchArea, cfg.MaxMemory)
+	}
 	if cfg.MemoryChangeTimeout <= 0 {
 		cfg.MemoryChangeTimeout = DefaultMemoryChangeTimeout
 	}
