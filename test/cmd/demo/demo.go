@@ -108,13 +108,13 @@ func demo(s *session, opt options, o *outcome) {
 	o.Stats = x.stats(s)
 	o.Ledger = balance(o.Stats)
 	l := o.Ledger
-	verdict := "balanced"
+	verdict := "="
 	if !l.balanced() {
-		verdict = "NOT balanced"
-		s.Errorf("the switch's counters do not balance: %+v", l)
+		verdict = "!="
+		s.Errorf("the switch's counters do not balance")
 	}
-	s.indent(fmt.Sprintf("counters %s: rx %d + flood copies %d = tx %d + drops %d",
-		verdict, l.Rx, l.FloodCopies, l.Tx, l.Drops))
+	s.step("the switch's ledger: rx + flood copies = tx + drops, every frame forwarded or dropped with a reason: %d + %d %s %d + %d",
+		l.Rx, l.FloodCopies, verdict, l.Tx, l.Drops)
 
 	if opt.interactive {
 		tryNext(s, x, o)

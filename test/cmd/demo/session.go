@@ -163,6 +163,10 @@ func (s *session) cmdline(name string, args ...string) {
 // indent prints a command's output, indented under it.
 func (s *session) indent(text string) {
 	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		if l == "" {
+			fmt.Fprintln(s.out)
+			continue
+		}
 		fmt.Fprintf(s.out, "    %s\n", l)
 	}
 }
