@@ -39,10 +39,13 @@ guest:
 # topology stays up until Ctrl-C; otherwise (CI, a pipe, </dev/null) it goes
 # straight through. It removes everything it made on every way out, and
 # exits non-zero if a check failed. Built, then run, rather than `go run`,
-# so a SIGTERM to make reaches the demo itself.
+# so a SIGTERM to make reaches the demo itself. DEMO_FLAGS adds to its
+# flags, e.g. DEMO_FLAGS='-ctl /run/xvswitch/demo.sock' when an xvswitch
+# already serves the default control socket.
+DEMO_FLAGS ?=
 demo: deps-demo guest build
 	@CGO_ENABLED=0 $(GO) build -o bin/xvswitch-demo ./test/cmd/demo
-	bin/xvswitch-demo -xvswitch bin/xvswitch
+	bin/xvswitch-demo -xvswitch bin/xvswitch $(DEMO_FLAGS)
 
 # The version `xvswitch version` prints: git describe names the commit
 # (and -dirty for uncommitted changes); outside a git checkout it is empty

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/qemu"
-	"github.com/xvswitch/xvswitch/test/require"
 )
 
 // options are the demo's flags.
@@ -32,11 +32,19 @@ const (
 // and in a terminal holds it until Ctrl-C; o records what it saw. Teardown
 // is the caller's (session.teardown), on every way out.
 func demo(s *session, opt options, o *outcome) {
-	require.Root(s)
-	require.Commands(s, "ip", "ping", "qemu-system-x86_64")
+	if os.Geteuid() != 0 {
+		s.Fatalf("the demo needs root (namespaces, XDP, AF_XDP, bpffs): run it as root (sudo make demo)")
+	}
+	for _, c := range []string{"ip", "ping", "qemu-system-x86_64"} {
+		if _, err := exec.LookPath(c); err != nil {
+			s.Fatalf("%s is not on PATH: make demo installs what the demo needs (scripts/install-deps demo)", c)
+		}
+	}
 	if _, err := os.Stat(opt.xvswitch); err != nil {
 		s.Fatalf("%v: build it first (make build)", err)
 	}
+	x := &xvswitch{bin: opt.xvswitch, ctl: opt.ctl}
+	x.checkFree(s)
 	o.Interactive = opt.interactive
 	o.RunDir = s.dir
 
@@ -65,7 +73,6 @@ func demo(s *session, opt options, o *outcome) {
 	waitSocket(s, g, o.Socket)
 
 	s.step("starting xvswitch: XDP and AF_XDP on %s, a vhost-user port connecting to QEMU's socket", v.Outer)
-	x := &xvswitch{bin: opt.xvswitch, ctl: opt.ctl}
 	o.Ctl = x.ctlPath()
 	args := switchArgs(v.Outer, o.Socket, opt.ctl)
 	o.SwitchCmd = shellLine(x.bin, args...)
@@ -119,8 +126,14 @@ func demo(s *session, opt options, o *outcome) {
 	if opt.interactive {
 		tryNext(s, x, o)
 		o.Held = true
-		<-s.ctx.Done()
-		fmt.Fprintln(s.out)
+		select {
+		case <-s.ctx.Done():
+			fmt.Fprintln(s.out)
+		case <-g.proc.exited:
+			s.Errorf("QEMU exited while the topology was up: %v\n%s", g.proc.err, g.explain(s))
+		case <-x.proc.exited:
+			s.Errorf("xvswitch exited while the topology was up: %v (its log is above)", x.proc.err)
+		}
 		return
 	}
 	s.step("letting the guest power off")

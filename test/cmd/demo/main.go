@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,6 +48,9 @@ func main() {
 func runDemo(opt options, outcomeFile string) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// A reader of the demo's output that goes away (make demo | head)
+	// must not kill it before it has cleaned up: writes fail instead.
+	signal.Ignore(syscall.SIGPIPE)
 	s, err := newSession(os.Stdout)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
@@ -82,7 +86,7 @@ func runDemo(opt options, outcomeFile string) int {
 			fmt.Fprintf(os.Stdout, "==> %v: still cleaning up, a moment\n", sig)
 		}
 	}()
-	s.step("cleaning up: xvswitch (SIGTERM), QEMU, the namespace, the veth pair, %s", s.dir)
+	s.step("cleaning up: %s", strings.Join(o.made(s.dir), ", "))
 	s.teardown()
 	o.Leftovers = o.leftovers()
 	if len(o.Leftovers) > 0 {

@@ -58,6 +58,21 @@ func (o *outcome) write(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// made names what the run made, for the teardown to say what it removes.
+func (o *outcome) made(runDir string) []string {
+	var m []string
+	if o.SwitchCmd != "" {
+		m = append(m, "xvswitch (SIGTERM)")
+	}
+	if len(o.PIDs) > 0 { // QEMU's, the first the demo starts
+		m = append(m, "QEMU")
+	}
+	if o.Namespace != "" {
+		m = append(m, "namespace "+o.Namespace, "veth pair "+o.NIC+"/"+o.NICPeer)
+	}
+	return append(m, runDir)
+}
+
 // leftovers lists what of the demo's topology is still on the host.
 func (o *outcome) leftovers() []string {
 	var left []string

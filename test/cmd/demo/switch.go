@@ -30,9 +30,6 @@ func (x *xvswitch) ctlPath() string {
 // its clean stop (XDP detached, pins and sockets removed).
 func (x *xvswitch) start(s *session, args []string) {
 	s.cmdline(x.bin, args...)
-	if _, err := ctl.Call(x.ctlPath(), ctl.Request{Op: "show-ports"}); err == nil {
-		s.Fatalf("an xvswitch already answers on %s: stop it first, or give the demo -ctl PATH", x.ctlPath())
-	}
 	log := prefixWriter(s.out, "    xvswitch| ")
 	// Registered before the process's stop, so it runs after it (cleanups
 	// run last first): the log's last lines are out before the pipe closes.
@@ -50,6 +47,14 @@ func (x *xvswitch) start(s *session, args []string) {
 			s.Fatalf("xvswitch did not answer on %s within 15 s", x.ctlPath())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkFree fails the demo, before it makes anything, if an xvswitch
+// already answers on the control socket: the demo's would not start.
+func (x *xvswitch) checkFree(s *session) {
+	if _, err := ctl.Call(x.ctlPath(), ctl.Request{Op: "show-ports"}); err == nil {
+		s.Fatalf("an xvswitch already answers on %s: stop it first, or give the demo another (make demo DEMO_FLAGS='-ctl /run/xvswitch/demo.sock')", x.ctlPath())
 	}
 }
 
