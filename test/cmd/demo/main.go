@@ -49,8 +49,10 @@ func runDemo(opt options, outcomeFile string) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	// A reader of the demo's output that goes away (make demo | head)
-	// must not kill it before it has cleaned up: writes fail instead.
-	signal.Ignore(syscall.SIGPIPE)
+	// must not kill it before it has cleaned up: with SIGPIPE notified,
+	// writes fail instead. (Not signal.Ignore: the programs the demo
+	// starts would inherit it.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	s, err := newSession(os.Stdout)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
