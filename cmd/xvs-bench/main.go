@@ -49,11 +49,13 @@ type options struct {
 	// Empty: not pinned.
 	runtimeCPUs string
 	profile     string // a directory: profile the worker in scenarios 1-3
-	smoke       bool
-	genCPU      int      // NIC -> VM: the CPU of the wire-side generator
-	keep        bool     // keep every run's work directory (testpmd logs, sockets)
-	replot      string   // a bench.json to render again instead of measuring
-	args        []string // as given, for the record
+	// profileDuration is the profiled run's window.
+	profileDuration time.Duration
+	smoke           bool
+	genCPU          int      // NIC -> VM: the CPU of the wire-side generator
+	keep            bool     // keep every run's work directory (testpmd logs, sockets)
+	replot          string   // a bench.json to render again instead of measuring
+	args            []string // as given, for the record
 }
 
 // smokeOptions is the smoke run: one small case per scenario (64 B, split
@@ -61,7 +63,7 @@ type options struct {
 func smokeOptions(out string) options {
 	return options{out: out, scenarios: []int{1, 2, 3, 4, 5, 6, 7}, sizes: []int{64}, rings: []string{"split"}, modes: []string{"xconnect"},
 		genCPU: switchCPU, rounds: 1, latencyRounds: 1, probes: 1000, runtimeCPUs: strconv.Itoa(guestCPU),
-		warmup: 300 * time.Millisecond, duration: 500 * time.Millisecond, smoke: true}
+		warmup: 300 * time.Millisecond, duration: 500 * time.Millisecond, profileDuration: 500 * time.Millisecond, smoke: true}
 }
 
 func parseFlags(args []string) (options, error) {
@@ -80,6 +82,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "traffic runs this long before the measurement window")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measurement window per run (rates and idle)")
 	fs.StringVar(&o.runtimeCPUs, "runtime-cpus", strconv.Itoa(guestCPU), "CPUs of xvswitch's process (taskset; its Go runtime's threads), its worker pinned to CPU 1 by --cpus; empty: not pinned")
+	fs.DurationVar(&o.profileDuration, "profile-duration", 5*time.Second, "-profile: the profiled run's measured window")
 	fs.StringVar(&o.profile, "profile", "", "profile xvswitch's worker with perf in one extra run per case of scenarios 1-3, writing DIR/profile-<scenario>-<ring>-<size>.txt")
 	fs.IntVar(&o.genCPU, "gen-cpu", switchCPU, "NIC -> VM: the CPU of the wire-side generator (1 shares the switch's, 0 the guest's)")
 	fs.BoolVar(&o.keep, "keep", false, "keep every run's work directory (testpmd logs); failed runs' are always kept")
@@ -128,8 +131,8 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.modes = append(o.modes, s)
 	}
-	if o.rounds < 1 || o.latencyRounds < 1 || o.probes < 1 || o.duration <= 0 || o.warmup < 0 {
-		return o, fmt.Errorf("-rounds, -latency-rounds and -probes must be >= 1 and -duration > 0")
+	if o.rounds < 1 || o.latencyRounds < 1 || o.probes < 1 || o.duration <= 0 || o.profileDuration <= 0 || o.warmup < 0 {
+		return o, fmt.Errorf("-rounds, -latency-rounds and -probes must be >= 1, -duration and -profile-duration > 0")
 	}
 	if o.runtimeCPUs != "" {
 		cpus, err := parseCPUList(o.runtimeCPUs)

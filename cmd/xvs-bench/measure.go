@@ -117,7 +117,11 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 				t.Fatalf("offered: %v", err)
 			}
 		}
-		time.Sleep(b.opt.duration)
+		window := b.opt.duration
+		if r.Profiled {
+			window = b.opt.profileDuration
+		}
+		time.Sleep(window)
 		n1, t1, err := tp.count()
 		if err != nil {
 			t.Fatalf("count: %v", err)
@@ -133,6 +137,12 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 		r.Packets, r.Seconds = n1-n0, t1.Sub(t0).Seconds()
 		if r.Seconds > 0 {
 			r.Mpps = float64(r.Packets) / r.Seconds / 1e6
+		}
+		if r.Packets == 0 {
+			// Nothing to measure: a closed loop whose primed frames
+			// were lost before the switch's ports were up, or traffic
+			// that never started. A failure, so the run is retried.
+			t.Fatalf("no frames counted in the %.2f s window", r.Seconds)
 		}
 	case kindLatency:
 		l, err := tp.probe(b.opt.probes, max(30*time.Second, 10*b.opt.duration))

@@ -118,7 +118,7 @@ func TestParseFlags(t *testing.T) {
 	if n := len(plan(full.scenarios, full.sizes, full.rings, full.modes)); n != 28 {
 		t.Errorf("full plan has %d cases", n)
 	}
-	for _, bad := range [][]string{{"-scenarios", "8"}, {"-sizes", "32"}, {"-rings", "ring"}, {"-rounds", "0"}, {"-latency-rounds", "0"}, {"-probes", "0"}, {"-runtime-cpus", "1"}, {"-runtime-cpus", "x"}, {"stray"}} {
+	for _, bad := range [][]string{{"-scenarios", "8"}, {"-sizes", "32"}, {"-rings", "ring"}, {"-rounds", "0"}, {"-latency-rounds", "0"}, {"-probes", "0"}, {"-profile-duration", "0s"}, {"-runtime-cpus", "1"}, {"-runtime-cpus", "x"}, {"stray"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
