@@ -272,8 +272,15 @@ func ratioCell(kind string, ratio float64) string {
 
 // dropsCell is both systems' window drops: median (most).
 func dropsCell(res Result) string {
-	one := func(s SysSummary) string {
-		if s.Runs == 0 {
+	read := map[string]bool{} // runs before window drops were read have none
+	for _, r := range res.Runs {
+		if r.WindowDrops != nil {
+			read[r.System] = true
+		}
+	}
+	one := func(sys string) string {
+		s := res.summary(sys)
+		if s.Runs == 0 || !read[sys] {
 			return "-"
 		}
 		if s.MaxWindowDrops == s.MedianWindowDrops {
@@ -281,7 +288,7 @@ func dropsCell(res Result) string {
 		}
 		return fmt.Sprintf("%d (%d)", s.MedianWindowDrops, s.MaxWindowDrops)
 	}
-	return one(res.Xvswitch) + " / " + one(res.DPDK)
+	return one(sysXvswitch) + " / " + one(sysDPDK)
 }
 
 func cpuCell(s SysSummary) string {

@@ -22,9 +22,9 @@ func fakeReport() *Report {
 	}
 	yes, no := true, false
 	r1 := mk(newCase(1, "", 64, "packed"),
-		Run{System: sysXvswitch, Round: 1, Mpps: 3, CPUSeconds: 1, CPUPercent: 100, PeakRSSMiB: 20, WindowDropsTotal: 4,
+		Run{System: sysXvswitch, Round: 1, Mpps: 3, CPUSeconds: 1, CPUPercent: 100, PeakRSSMiB: 20, WindowDrops: Drops{"vu0:x": 4}, WindowDropsTotal: 4,
 			Placement: &Placement{RuntimeOffWorkerCPU: &yes, Threads: []Thread{{TID: 1, CPUSeconds: 0.01}, {TID: 2, Worker: true, CPUSeconds: 1}}}},
-		Run{System: sysDPDK, Round: 1, Mpps: 2, CPUSeconds: 1, CPUPercent: 100, PeakRSSMiB: 600},
+		Run{System: sysDPDK, Round: 1, Mpps: 2, CPUSeconds: 1, CPUPercent: 100, PeakRSSMiB: 600, WindowDrops: Drops{}},
 		Run{System: sysXvswitch, Round: 2, Mpps: 5, CPUSeconds: 1, CPUPercent: 100, PeakRSSMiB: 21,
 			Placement: &Placement{RuntimeOffWorkerCPU: &no, Violations: []string{"thread 7 (xvswitch) allowed on worker CPU 1"}}},
 		Run{System: sysDPDK, Round: 2, Error: "testpmd exited\nmore"},
@@ -65,7 +65,7 @@ func TestReportFiles(t *testing.T) {
 	for _, s := range []string{
 		"| xvswitch median | xvswitch best | DPDK median | DPDK best | xvs/DPDK median | xvs/DPDK best | window drops xvswitch / DPDK |",
 		"| 1 | VM -> switch | 64 | packed | **4.00 Mpps** (3.00, 5.00) | 5.00 Mpps | **2.00 Mpps** (2.00) | 2.00 Mpps | 2.00x | 2.50x | 2 (4) / 0 |",
-		"| 6 | NIC <-> VM latency | 64 | split | p50 20, p99 30, p99.9 40 µs (p99s 30) | p99 30 µs | p50 20, p99 60, p99.9 90 µs (p99s 60) | p99 60 µs | 0.50x | 0.50x |",
+		"| 6 | NIC <-> VM latency | 64 | split | p50 20, p99 30, p99.9 40 µs (p99s 30) | p99 30 µs | p50 20, p99 60, p99.9 90 µs (p99s 60) | p99 60 µs | 0.50x | 0.50x | - / - |",
 		"| 7 | idle | 64 | split | 0.20% | 0.20% | 100.00% | 100.00% | 0.0020x | 0.0020x |",
 		"- s1-64-packed dpdk round 2: testpmd exited\n",
 		"latency: 1 rounds of 3 round trips each",
