@@ -80,7 +80,7 @@ install: build
 
 # The benchmark harness (cmd/xvs-bench): every scenario of BENCHMARKS.md on
 # xvswitch and on DPDK testpmd, 5 alternated rounds each (latency: 3 of
-# 10,000 round trips), into results/bench.{json,md,png} (~27 minutes on 2
+# 10,000 round trips), into results/bench.{json,md,png} (~20 minutes on 2
 # CPUs). BENCH_FLAGS narrows or extends it, e.g.
 # BENCH_FLAGS='-scenarios 1,2 -rings split', or BENCH_FLAGS='-profile results'
 # for perf profiles of the worker in scenarios 1-3 (results/profile-*.txt,
