@@ -83,11 +83,11 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measurement window per run (rates and idle)")
 	fs.StringVar(&o.runtimeCPUs, "runtime-cpus", strconv.Itoa(guestCPU), "CPUs of xvswitch's process (taskset; its Go runtime's threads), its worker pinned to CPU 1 by --cpus; empty: not pinned")
 	fs.DurationVar(&o.profileDuration, "profile-duration", 5*time.Second, "-profile: the profiled run's measured window")
-	fs.StringVar(&o.profile, "profile", "", "profile xvswitch's worker with perf in one extra run per case of scenarios 1-3, writing DIR/profile-<scenario>-<ring>-<size>.txt")
+	fs.StringVar(&o.profile, "profile", "", "profile xvswitch's worker with perf in one extra run per case of scenarios 1-3, writing `DIR`/profile-<scenario>-<ring>-<size>.txt")
 	fs.IntVar(&o.genCPU, "gen-cpu", switchCPU, "NIC -> VM: the CPU of the wire-side generator (1 shares the switch's, 0 the guest's)")
 	fs.BoolVar(&o.keep, "keep", false, "keep every run's work directory (testpmd logs); failed runs' are always kept")
 	fs.StringVar(&o.replot, "replot", "", "render the table and chart of an existing bench.json into -out, measuring nothing")
-	smoke := fs.Bool("smoke", false, "smoke run: scenarios 1-7, 64 B, split ring, VM -> VM cross-connected, one round, 0.5 s windows (overrides the others but -out and -xvswitch)")
+	smoke := fs.Bool("smoke", false, "smoke run: scenarios 1-7, 64 B, split ring, VM -> VM cross-connected, one round, 0.5 s windows (overrides the others but -out, -xvswitch, -keep, -gen-cpu, -runtime-cpus and -profile)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
