@@ -86,10 +86,13 @@ install: build
 	fi
 
 # The benchmark harness (cmd/xvs-bench): every scenario of BENCHMARKS.md on
-# xvswitch and on DPDK testpmd, alternated, into results/bench.{json,md,png}
-# (~12 minutes on 2 CPUs). BENCH_FLAGS narrows it, e.g.
-# BENCH_FLAGS='-scenarios 1,2 -rings split'. Needs root and DPDK
-# (`make deps-test` installs it).
+# xvswitch and on DPDK testpmd, 5 alternated rounds each (latency: 3 of
+# 10,000 round trips), into results/bench.{json,md,png} (~20 minutes on 2
+# CPUs). BENCH_FLAGS narrows or extends it, e.g.
+# BENCH_FLAGS='-scenarios 1,2 -rings split', or BENCH_FLAGS='-profile results'
+# for perf profiles of the worker in scenarios 1-3 (results/profile-*.txt,
+# their top functions in bench.md; needs linux-perf; ~3 minutes more).
+# Needs root and DPDK (`make deps-test` installs it).
 BENCH_FLAGS ?=
 bench: build
 	@echo "==> xvs-bench: xvswitch vs DPDK, results in results/ (load average: $$(cut -d' ' -f1-3 /proc/loadavg))"
