@@ -11,9 +11,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xvswitch/xvswitch/afpacket"
 	"github.com/xvswitch/xvswitch/portspec"
 	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
+	"github.com/xvswitch/xvswitch/vhost/vhosttest"
 )
 
 // TestHostKeepsGroupFrames: with the switch on its NIC, the host still
@@ -281,4 +283,100 @@ func icmp6Frame(dst, src net.HardwareAddr, sip, dip net.IP, m []byte) []byte {
 	ip = append(append(ip, sip.To16()...), dip.To16()...)
 	f := append(append(append([]byte{}, dst...), src...), 0x86, 0xdd)
 	return append(append(f, ip...), m...)
+}
+
+// The group frames' socket follows the interface: deleted and made again
+// under its name, the NIC brings the VMs its broadcasts again, through
+// the port's same group queue, and its counters add up across the two.
+func TestGroupFramesFollowRecreatedNIC(t *testing.T) {
+	require.Root(t)
+	old := nicCheckInterval
+	nicCheckInterval = 100 * time.Millisecond
+	t.Cleanup(func() { nicCheckInterval = old })
+	opts := netns.VethOptions{}
+	v := netns.NewVeth(t, opts)
+	quiet := func() {
+		for _, c := range []string{"all", "default"} {
+			v.NS.MustRun(t, "sysctl", "-q", "-w", "net.ipv6.conf."+c+".disable_ipv6=1")
+		}
+	}
+	quiet()
+	s := startTestSwitch(t, Config{Workers: 1})
+	a := addGuest(t, s, "vm-a", 0x0252_5400_00e1, vhosttest.Options{Packed: true})
+	if err := s.AddNIC(portspec.NIC{Name: v.Outer, Ifname: v.Outer, Mode: portspec.ModeCopy}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.removeAll)
+	a.fe.PostRx(0, 4)
+	const peer = 0x0200_5e00_0042
+	for round := 1; round <= 2; round++ {
+		f := ethFrame(bcast, peer, fmt.Sprintf("broadcast, round %d", round))
+		sendFrames(t, v.NS, v.Inner, f)
+		if got := a.receiveFrom(t, 0, 1, peer); !bytes.Equal(got[0], f) {
+			t.Fatalf("round %d: the VM got %x, want %x", round, got[0], f)
+		}
+		nic := portStats(s, v.Outer)
+		if nic.Queues[1].RxPackets != uint64(round) || nic.Kernel["xdp_group_passed"] != uint64(round) {
+			t.Errorf("round %d: group queue rx %d, xdp_group_passed %d; want %d each", round, nic.Queues[1].RxPackets, nic.Kernel["xdp_group_passed"], round)
+		}
+		if round == 2 {
+			break
+		}
+		v.Delete(t)
+		waitFor(t, "the port to see its NIC gone", func() bool { return portState(s, v.Outer) == "gone" })
+		v.Create(t, opts)
+		quiet()
+		waitFor(t, "the port to attach to the new NIC", func() bool { return portState(s, v.Outer) == "up" })
+	}
+	balance(t, s)
+}
+
+// A burst of group frames from the ring into the switch and back costs
+// no allocation.
+func TestNICGroupQueueAllocs(t *testing.T) {
+	require.Root(t)
+	v := netns.NewVeth(t, netns.VethOptions{})
+	v.NS.MustRun(t, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1")
+	ifi, err := net.InterfaceByName(v.Outer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var link nicLink
+	link.fixCsum.Store(true) // the checksum pass included
+	q, err := newNICGroupQueue(&link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.close()
+	sock, err := afpacket.Open(ifi.Index, afpacket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	q.attach(sock)
+	defer q.detach(sock)
+	const runs = 20
+	var frames [][]byte
+	for i := 0; i < (runs+1)*MaxBurst; i++ {
+		frames = append(frames, ethFrame(bcast, 0x0200_5e00_0042, fmt.Sprintf("frame %d", i)))
+	}
+	sendFrames(t, v.NS, v.Inner, frames...)
+	waitFor(t, "the frames in the ring", func() bool {
+		st, _ := sock.Stats()
+		return st.Packets >= uint64(len(frames))
+	})
+	var b Burst
+	var c Counts
+	got := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		n, _ := q.Receive(&b, &c)
+		got += n
+		_ = q.Release(&b)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per burst", allocs)
+	}
+	if got != len(frames) {
+		t.Errorf("received %d frames of %d", got, len(frames))
+	}
 }
