@@ -21,8 +21,9 @@ var runCommand = &command{
 	synopsis: "[OPTIONS]",
 	summary:  "run the switch (the daemon) until SIGINT or SIGTERM",
 	about: `Runs the switch. NIC ports get an XDP program, which steers to the switch
-only the frames for its VMs' MACs, broadcast and multicast, and an AF_XDP
-socket per queue; vhost-user ports serve a socket for a VM's QEMU (or, with
+only the frames for its VMs' MACs, an AF_XDP socket per queue, and an
+AF_PACKET socket for copies of the broadcast and multicast the host keeps;
+vhost-user ports serve a socket for a VM's QEMU (or, with
 client, connect to QEMU's). Ports form a learning bridge unless
 cross-connected. SIGINT or SIGTERM stop it cleanly: XDP detached, pins and
 sockets removed. The other commands talk to it on the control socket.
