@@ -380,3 +380,52 @@ func TestNICGroupQueueAllocs(t *testing.T) {
 		t.Errorf("received %d frames of %d", got, len(frames))
 	}
 }
+
+// The group queue's Waker, the fd a sleeping worker waits on, polls
+// readable while group frames wait in the ring and not once they are
+// taken, and follows the socket it is attached to.
+func TestNICGroupQueueWakes(t *testing.T) {
+	require.Root(t)
+	v := netns.NewVeth(t, netns.VethOptions{})
+	v.NS.MustRun(t, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1")
+	ifi, err := net.InterfaceByName(v.Outer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var link nicLink
+	q, err := newNICGroupQueue(&link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.close()
+	readable := func(ms int) bool {
+		fds := []unix.PollFd{{Fd: int32(q.Waker().FD), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, ms)
+		return err == nil && n == 1 && fds[0].Revents&unix.POLLIN != 0
+	}
+	var b Burst
+	var c Counts
+	for round := 0; round < 2; round++ { // the second on a new socket
+		sock, err := afpacket.Open(ifi.Index, afpacket.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.attach(sock)
+		if readable(0) {
+			t.Fatalf("round %d: readable with nothing sent", round)
+		}
+		sendFrames(t, v.NS, v.Inner, ethFrame(bcast, 0x0200_5e00_0042, "wake up"))
+		if !readable(2000) {
+			t.Fatalf("round %d: a group frame in the ring, and the waker does not poll readable", round)
+		}
+		if n, _ := q.Receive(&b, &c); n != 1 {
+			t.Fatalf("round %d: received %d", round, n)
+		}
+		_ = q.Release(&b)
+		if readable(0) {
+			t.Fatalf("round %d: still readable with the ring emptied", round)
+		}
+		q.detach(sock)
+		sock.Close()
+	}
+}
