@@ -23,7 +23,7 @@ import (
 
 // Live migration on one host, through one xvswitch:
 //
-//	namespace (10.97.0.1) -- veth -- [nic0: XDP + AF_XDP]   xvswitch
+//	namespace (10.98.0.1) -- veth -- [nic0: XDP + AF_XDP]   xvswitch
 //	    [vm-src socket] -- source QEMU ==migration==> target QEMU -- [vm-dst socket]
 //
 // The namespace streams TCP into the guest and pings it 5 times a second
@@ -32,15 +32,43 @@ import (
 // most 2 s of pings may go unanswered, and afterwards the switch's FDB has
 // the guest's MAC behind vm-dst.
 const (
-	migPeerAddr  = "10.97.0.1"
-	migGuestAddr = "10.97.0.2"
-	migGuestMAC  = "52:54:00:97:00:02"
+	migPeerAddr  = "10.98.0.1"
+	migGuestAddr = "10.98.0.2"
+	migGuestMAC  = "52:54:00:98:00:02"
 	migPort      = 5101
 	migBytes     = 6 << 20
 	// migRate paces the stream (bytes a second), so that it runs from
 	// before the migration to after it rather than finishing first.
 	migRate = 1 << 20
 )
+
+// migSwitchArgs are xvswitch's options: the NIC and one vhost port per
+// QEMU, without mac= (a configured MAC is a static FDB entry of its
+// port, which could not move to the other).
+func migSwitchArgs(nic, srcSock, dstSock string) []string {
+	return []string{"--nic", nic + ",mode=copy,name=nic0",
+		"--vhost", srcSock + ",name=vm-src", "--vhost", dstSock + ",name=vm-dst"}
+}
+
+// migGuest is the migrating guest with its NIC on sock: the source's and,
+// with the target's socket, the target's (StartIncoming adds -incoming).
+func migGuest(sock string, packed bool) qemu.GuestConfig {
+	cfg := qemu.GuestConfig{
+		NICs: []qemu.GuestNIC{{Socket: sock, MAC: migGuestMAC, Addr: migGuestAddr + "/24", Packed: packed}},
+		Commands: []qemu.GuestCommand{
+			// The guest answers GUEST_ANNOUNCE with gratuitous ARP only
+			// with arp_notify (Linux's default is off).
+			qemu.GuestShell("arp-notify", "", "echo 1 > /proc/sys/net/ipv4/conf/all/arp_notify"),
+			qemu.GuestTCPReceive("stream", "", migPort, migBytes),
+			qemu.GuestShell("linger", "", "sleep 2"),
+		},
+		MemoryMB: 256,
+		Monitor:  true,
+		Timeout:  85 * time.Second,
+	}
+	cfg.Commands[1].Timeout = 60 * time.Second
+	return cfg
+}
 
 func TestLiveMigration(t *testing.T) {
 	require.Root(t)
@@ -56,33 +84,15 @@ func testLiveMigration(t *testing.T, packed bool) {
 	v := netns.NewVeth(t, netns.VethOptions{InnerAddr: migPeerAddr + "/24", KeepOffload: true})
 	dir := t.TempDir()
 	srcSock, dstSock := filepath.Join(dir, "src.sock"), filepath.Join(dir, "dst.sock")
-	d := startDaemon(t, "--nic", v.Outer+",mode=copy,name=nic0",
-		"--vhost", srcSock+",name=vm-src", "--vhost", dstSock+",name=vm-dst")
+	d := startDaemon(t, migSwitchArgs(v.Outer, srcSock, dstSock)...)
 
-	nic := qemu.GuestNIC{Socket: srcSock, MAC: migGuestMAC, Addr: migGuestAddr + "/24", Packed: packed}
-	cfg := qemu.GuestConfig{
-		NICs: []qemu.GuestNIC{nic},
-		Commands: []qemu.GuestCommand{
-			// The guest answers GUEST_ANNOUNCE with gratuitous ARP only
-			// with arp_notify (Linux's default is off).
-			qemu.GuestShell("arp-notify", "", "echo 1 > /proc/sys/net/ipv4/conf/all/arp_notify"),
-			qemu.GuestTCPReceive("stream", "", migPort, migBytes),
-			qemu.GuestShell("linger", "", "sleep 2"),
-		},
-		MemoryMB: 256,
-		Monitor:  true,
-		Timeout:  85 * time.Second,
-	}
-	cfg.Commands[1].Timeout = 60 * time.Second
+	cfg := migGuest(srcSock, packed)
 	src := qemu.StartGuest(t, cfg)
 	if !src.WaitReady("stream", 60*time.Second) {
 		t.Fatalf("the guest never got ready:\n%s", src.Wait().Console)
 	}
-	dstCfg := cfg
-	dstCfg.NICs = []qemu.GuestNIC{nic}
-	dstCfg.NICs[0].Socket = dstSock
 	uri := "unix:" + filepath.Join(dir, "migrate.sock")
-	dst := qemu.StartIncoming(t, src, dstCfg, uri)
+	dst := qemu.StartIncoming(t, src, migGuest(dstSock, packed), uri)
 
 	// Pings, 5 a second, from before the migration to after it.
 	ping := v.NS.Exec("ping", "-i", "0.2", "-W", "1", migGuestAddr)

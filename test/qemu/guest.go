@@ -93,11 +93,8 @@ func startQEMU(t testing.TB, cfg GuestConfig, macs []string, kernel, initrd, dir
 	args := qemuArgs(&cfg, g.macs, kernel, initrd, g.console, g.reports)
 	if cfg.Monitor {
 		g.qmp = filepath.Join(dir, "qmp.sock")
-		args = append(args, "-qmp", "unix:"+g.qmp+",server=on,wait=off")
 	}
-	if cfg.Incoming != "" {
-		args = append(args, "-incoming", cfg.Incoming)
-	}
+	args = append(args, MonitorArgs(cfg, g.qmp)...)
 	t.Logf("guest: qemu-system-x86_64 %s", strings.Join(args, " "))
 	g.cmd = exec.Command("qemu-system-x86_64", args...)
 	g.cmd.Stdout = &g.qemuOut

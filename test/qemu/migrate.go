@@ -34,6 +34,20 @@ func StartIncoming(t testing.TB, src *Guest, cfg GuestConfig, uri string) *Guest
 	return startQEMU(t, cfg, src.macs, img.Kernel, src.initrd, t.TempDir())
 }
 
+// MonitorArgs are the options StartGuest adds to CommandLine's for
+// cfg.Monitor (a QMP socket at qmp) and cfg.Incoming. Documentation
+// quotes them (docs/vms.md, "Live migration").
+func MonitorArgs(cfg GuestConfig, qmp string) []string {
+	var args []string
+	if cfg.Monitor {
+		args = append(args, "-qmp", "unix:"+qmp+",server=on,wait=off")
+	}
+	if cfg.Incoming != "" {
+		args = append(args, "-incoming", cfg.Incoming)
+	}
+	return args
+}
+
 // QMPPath is the guest's QMP socket (GuestConfig.Monitor), or "".
 func (g *Guest) QMPPath() string { return g.qmp }
 
