@@ -96,7 +96,7 @@ func testDirtyLog(t *testing.T, packed, mrg, inOrder bool) {
 		a.TxRing(0).Packed().InOrder = true // batched used descriptors
 	}
 	la, lb := a.StartLogging(), b.StartLogging()
-	if !da.Info().Ready || !db.Info().Ready {
+	if !da.Info().Ready || !db.Info().Ready || !da.Info().Logging {
 		t.Fatalf("not ready after logging started: %+v %+v", da.Info(), db.Info())
 	}
 	sizes := []int{60, 1514, 3000, 8000, 200}
@@ -156,6 +156,9 @@ func testDirtyLog(t *testing.T, packed, mrg, inOrder bool) {
 	// the check above would have caught those writes).
 	a.StopLogging()
 	b.StopLogging()
+	if da.Info().Logging {
+		t.Fatal("Info says logging after LOG_ALL was cleared")
+	}
 	la.Clear()
 	lb.Clear()
 	b.PostRx(0, 4)

@@ -3,6 +3,7 @@ package vswitch
 import (
 	"bytes"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/xvswitch/xvswitch/portspec"
@@ -54,4 +55,29 @@ func TestSendRARPAnnounces(t *testing.T) {
 		t.Fatalf("new: %+v, want 1 received, flooded to 2 ports", st)
 	}
 	balance(t, s)
+}
+
+// `show ports` says which guest is migrating away (its device logs).
+func TestVhostPortShowsMigrating(t *testing.T) {
+	s := startTestSwitch(t, Config{Workers: 1})
+	g := addGuestSpec(t, s, portspec.Vhost{Name: "vm"}, 0x0252_5400_0044, vhosttest.Options{Protocol: vhosttest.ProtocolMigrate})
+	detail := func() string {
+		for _, p := range s.Ports() {
+			if p.Name == "vm" {
+				return p.Detail
+			}
+		}
+		return ""
+	}
+	if d := detail(); strings.Contains(d, "migrating") {
+		t.Fatalf("before logging: %q", d)
+	}
+	g.fe.StartLogging()
+	if d := detail(); !strings.Contains(d, " migrating") {
+		t.Fatalf("while logging: %q", d)
+	}
+	g.fe.StopLogging()
+	if d := detail(); strings.Contains(d, "migrating") {
+		t.Fatalf("after logging: %q", d)
+	}
 }

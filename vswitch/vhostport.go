@@ -122,6 +122,9 @@ func (p *vhostPort) Info() ctl.PortInfo {
 			ring = "packed"
 		}
 		detail = fmt.Sprintf("%s ring=%s mtu=%d", p.spec.Path, ring, in.MTU)
+		if in.Logging {
+			detail += " migrating"
+		}
 	}
 	if p.spec.Client {
 		detail += " client"
