@@ -10,7 +10,7 @@ import (
 // descriptor must stay small enough for Go's inliner (a call costs more
 // than most of them). The compiler's own report (-gcflags=-m) is the proof.
 func TestHotHelpersInline(t *testing.T) {
-	checkInlined(t, []string{"(*Ring).publishUsed", "needEvent"})
+	checkInlined(t, []string{"needEvent", "availEventOff", "usedEventOff"})
 }
 
 // checkInlined builds this package with -gcflags=-m and fails for every

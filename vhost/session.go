@@ -23,6 +23,13 @@ type session struct {
 	mtu      int
 	maps     []*mapping
 	mem      *guestmem.Memory
+	rng      *memRange // the range maps lie in (Config.Contiguous), else nil
+	// The dirty log of SET_LOG_BASE, the fd of SET_LOG_FD (-1: none), and
+	// the logged copy of mem rings are built over (dirtylog.go).
+	log      *logArea
+	logFD    int
+	logged   *guestmem.Memory
+	loggedOf *guestmem.Memory
 	ready    bool
 	pairsUp  []bool // by queue pair, from 1: running (logged when it changes)
 	ending   bool   // endSession is tearing it down
@@ -63,7 +70,7 @@ func (d *Device) ServeConn(c *net.UnixConn) error {
 		return ErrBusy
 	}
 	d.nextSID++
-	s := &session{id: d.nextSID, mc: newMsgConn(c), nq: len(d.queues)}
+	s := &session{id: d.nextSID, mc: newMsgConn(c), nq: len(d.queues), logFD: -1}
 	n, err := d.newNotifier(s)
 	if err != nil {
 		d.mu.Unlock()
@@ -186,14 +193,15 @@ func (d *Device) endSession(s *session, err error) error {
 	d.mu.Lock()
 	s.ending = true
 	released := d.resetRings()
+	d.changeMemory(s.rng, nil, s.maps, released)
 	if released {
-		unmapAll(s.maps)
+		s.endLog()
 		// No poller can reach the session's queues any more, so none
 		// signals its Notifier again. Otherwise it stays, like the
 		// mappings, rather than close an fd a poller may still write.
 		s.notify.Close()
 	}
-	s.maps, s.mem = nil, nil
+	s.maps, s.mem, s.rng = nil, nil, nil
 	d.updateReady(s)
 	d.curSID.Store(0)
 	d.lastErr = err

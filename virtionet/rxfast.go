@@ -67,10 +67,16 @@ func (q *RxQueue) placeRun(f *Frames, i int) int {
 	}
 	q.touched = t
 	// Pass 2: the frames. A fault here leaves nothing of the run staged.
+	// While the guest migrates, each buffer is marked in the dirty log
+	// once it is written (dirtylog.go).
 	bytes := 0
 	for j := 0; j < k; j++ {
 		src := f.segs[i+j][0]
-		copy(b.WritableOne(next + j)[HeaderLen:], src)
+		dst := b.WritableOne(next + j)
+		copy(dst[HeaderLen:], src)
+		if q.dirty != nil {
+			q.dirty.LogWrite(dst[:HeaderLen+len(src)])
+		}
 		bytes += len(src)
 	}
 	// Pass 3: stage the run, whole.
