@@ -66,7 +66,7 @@ type RxQueue struct {
 	// migration), else nil (dirtylog.go).
 	dirty *guestmem.Memory
 
-	hdr [HeaderLen]byte // zero except num_buffers: we offer no offloads
+	hdr [HeaderLen]byte // the header of the frame being placed (setHeader)
 	src source
 	// touched keeps the loads of placeRun's first pass from being
 	// optimised away.
@@ -118,7 +118,7 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 			return q.delivered, q.err
 		}
 		q.unplaced = f.n - i
-		if f.lens[i] > q.maxFrame {
+		if f.lens[i] > q.frameLimit(f, i) {
 			q.ctr.drop(DropTooLong, 1)
 			continue
 		}
@@ -194,7 +194,7 @@ func (q *RxQueue) placeOne(f *Frames, i int) (bool, DropReason) {
 		q.stage(c, 0)
 		return false, DropGuestBufferTooSmall
 	}
-	q.setNumBuffers(1)
+	q.setHeader(f, i, 1)
 	q.src.start(q.hdr[:q.hdrLen], f.segs[i])
 	w := q.src.writeTo(b.Writable(ci), need)
 	if q.dirty != nil {
@@ -246,7 +246,7 @@ func (q *RxQueue) placeMerged(f *Frames, i int) (bool, DropReason) {
 	if q.nused+k > usedCap && !q.pushUsed() {
 		return false, DropRingBroken
 	}
-	q.setNumBuffers(k)
+	q.setHeader(f, i, k)
 	q.src.start(q.hdr[:q.hdrLen], f.segs[i])
 	// Write every buffer before staging any: a fault mid-copy must not
 	// leave the frame's first buffers staged behind a num_buffers that
@@ -267,8 +267,22 @@ func (q *RxQueue) placeMerged(f *Frames, i int) (bool, DropReason) {
 	return true, 0
 }
 
-func (q *RxQueue) setNumBuffers(n int) {
-	binary.LittleEndian.PutUint16(q.hdr[numBuffersOff:], uint16(n))
+// setHeader builds the header of frame i of f, taking n buffers, in q.hdr:
+// its offload metadata and num_buffers.
+func (q *RxQueue) setHeader(f *Frames, i, n int) {
+	lo, hi := f.rxHeader(i, n)
+	binary.LittleEndian.PutUint64(q.hdr[:], lo)
+	binary.LittleEndian.PutUint32(q.hdr[8:], hi)
+}
+
+// frameLimit is the longest frame i of f may be: the MTU's frame, or a
+// GSO frame's limit for a guest that takes them whole (the switch gives a
+// queue only GSO frames its guest accepts: Offloads.Accepts).
+func (q *RxQueue) frameLimit(f *Frames, i int) int {
+	if f.off[i].GSO() {
+		return MaxGSOFrameLen
+	}
+	return q.maxFrame
 }
 
 // left is how many chains bursts[cur] still holds; avail counts both.
@@ -361,7 +375,7 @@ func (q *RxQueue) estimate(f *Frames, i int) int {
 	for j := i; j < f.n && n < virtq.MaxBurst; j++ {
 		l := f.lens[j]
 		switch {
-		case l > q.maxFrame:
+		case l > q.frameLimit(f, j):
 		case !q.mrg || q.chainLen <= 0:
 			n++
 		default:

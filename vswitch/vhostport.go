@@ -167,6 +167,7 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 	}
 	for i := 0; i < n; i++ {
 		b.Set(i, frames.Segments(i), frames.FrameLen(i))
+		b.SetOffload(i, frames.Offload(i))
 	}
 	return n, nil
 }
