@@ -31,8 +31,8 @@ type nicBinding struct {
 	fixCsum bool
 	csumWhy string
 	steer   *bpf.Steering
-	umem    *xsk.UMEM
-	socks   []*xsk.Socket // by queue
+	umem    *xsk.UMEM     // nil when a VM owns every queue
+	socks   []*xsk.Socket // by queue; nil at a queue a VM owns (owned.go)
 }
 
 // nicQueueCount is how many rx queues the interface has.
@@ -56,9 +56,9 @@ func socketMode(m portspec.NICMode) xsk.Mode {
 
 // bindNIC attaches the steering program to the interface, starts tracking
 // the host's addresses on it, and binds one socket to each of its first
-// queues rx queues, each in its XSKMAP slot. On failure it leaves nothing
-// behind.
-func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
+// queues rx queues that no VM owns, each in its XSKMAP slot. On failure it
+// leaves nothing behind.
+func bindNIC(spec portspec.NIC, queues int, owned func(q int) bool) (_ *nicBinding, err error) {
 	ifi, err := net.InterfaceByName(spec.Ifname)
 	if err != nil {
 		return nil, fmt.Errorf("vswitch: nic %s: %w", spec.Ifname, err)
@@ -83,22 +83,84 @@ func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
 	if err := b.steer.TrackHostAddrs(context.Background()); err != nil {
 		return nil, fmt.Errorf("vswitch: nic %s: tracking the host's addresses: %w", spec.Ifname, err)
 	}
-	const perQueue = 3 * 1024 // 2 x fill ring + TX ring, the xsk defaults
-	b.umem, err = xsk.NewUMEM(xsk.UMEMConfig{FrameSize: 4096, NumFrames: uint32(perQueue * queues)})
-	if err != nil {
+	if err := b.openSockets(spec, queues, owned); err != nil {
 		return nil, err
 	}
+	return b, nil
+}
+
+// openSockets makes the binding's UMEM and binds a socket to each of the
+// first queues rx queues that no VM owns. A socket cannot leave a UMEM's
+// registration (the first one bound holds it for all), so a change of
+// owners closes them all and opens a new set (nicPort.resocket).
+func (b *nicBinding) openSockets(spec portspec.NIC, queues int, owned func(q int) bool) (err error) {
+	b.socks = make([]*xsk.Socket, queues)
+	free := 0
 	for q := 0; q < queues; q++ {
-		s, err := b.umem.Bind(ifi.Index, q, xsk.SocketConfig{Mode: socketMode(spec.Mode)})
-		if err != nil {
-			return nil, fmt.Errorf("vswitch: nic %s queue %d: %w", spec.Ifname, q, err)
-		}
-		b.socks = append(b.socks, s)
-		if err := b.steer.SetSocket(uint32(q), s.FD()); err != nil {
-			return nil, err
+		if !owned(q) {
+			free++
 		}
 	}
-	return b, nil
+	if free == 0 {
+		return nil
+	}
+	defer func() {
+		if err != nil {
+			_ = b.closeSockets()
+		}
+	}()
+	const perQueue = 3 * 1024 // 2 x fill ring + TX ring, the xsk defaults
+	b.umem, err = xsk.NewUMEM(xsk.UMEMConfig{FrameSize: 4096, NumFrames: uint32(perQueue * free)})
+	if err != nil {
+		return err
+	}
+	for q := 0; q < queues; q++ {
+		if owned(q) {
+			continue
+		}
+		s, err := bindQueue(b.umem, b.ifindex, q, xsk.SocketConfig{Mode: socketMode(spec.Mode)})
+		if err != nil {
+			return fmt.Errorf("vswitch: nic %s queue %d: %w", spec.Ifname, q, err)
+		}
+		b.socks[q] = s
+		if err := b.steer.SetSocket(uint32(q), s.FD()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeSockets empties the XSKMAP slots (frames there go to the kernel,
+// counted as no_socket_passed) and closes the sockets and the UMEM. No
+// worker may be using the sockets.
+func (b *nicBinding) closeSockets() error {
+	for q, s := range b.socks {
+		if s != nil && b.steer != nil {
+			_ = b.steer.RemoveSocket(uint32(q))
+		}
+	}
+	b.socks = nil
+	if b.umem == nil {
+		return nil
+	}
+	err := b.umem.Close()
+	b.umem = nil
+	return err
+}
+
+// mode is the AF_XDP bind mode of the binding's sockets, for show ports:
+// "copy" or "zerocopy" (the kernel's, not the switch's data path; see
+// zerocopy_frames in the stats for that), "none" without sockets.
+func (b *nicBinding) mode() string {
+	for _, s := range b.socks {
+		if s != nil {
+			if s.ZeroCopy() {
+				return "zerocopy"
+			}
+			return "copy"
+		}
+	}
+	return "none"
 }
 
 // csumPolicy decides whether a port completes the checksums of what it
@@ -139,14 +201,9 @@ func nicDriver(ifname string) string {
 // the UMEM. No worker may be using the sockets.
 func (b *nicBinding) close() error {
 	var errs []error
+	errs = append(errs, b.closeSockets())
 	if b.steer != nil {
-		for q := range b.socks {
-			_ = b.steer.RemoveSocket(uint32(q))
-		}
 		errs = append(errs, b.steer.Close())
-	}
-	if b.umem != nil {
-		errs = append(errs, b.umem.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -155,13 +212,21 @@ func (b *nicBinding) close() error {
 // to k (safe beside the workers: both are syscalls the kernel serialises).
 func (b *nicBinding) counters(k map[string]uint64) {
 	c, _ := b.steer.Counters() // zeros if it cannot be read
+	addKernelCounts(k, c, b.socketStats())
+}
+
+// socketStats is each socket's XDP_STATISTICS.
+func (b *nicBinding) socketStats() []xsk.Stats {
 	stats := make([]xsk.Stats, 0, len(b.socks))
 	for _, s := range b.socks {
+		if s == nil {
+			continue
+		}
 		if st, err := s.Stats(); err == nil {
 			stats = append(stats, st)
 		}
 	}
-	addKernelCounts(k, c, stats)
+	return stats
 }
 
 // addKernelCounts adds the XDP program's verdicts and each AF_XDP socket's

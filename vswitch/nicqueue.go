@@ -42,6 +42,9 @@ type nicQueue struct {
 	// socket, so a worker's own epoll set, built once per snapshot, stays
 	// valid while sockets come and go.
 	epfd int
+	// txVia is the queue that transmits for this one while a VM owns
+	// this one's rx queue and the port has no socket here (nicowned.go).
+	txVia atomic.Pointer[nicQueue]
 
 	// The polling worker's: the burst between Receive and Release.
 	rx    *xsk.Socket
@@ -121,6 +124,10 @@ func (q *nicQueue) Waker() Waker { return Waker{FD: q.epfd} }
 // Transmit copies the selected frames into UMEM frames and sends them with
 // one kick.
 func (q *nicQueue) Transmit(b *Burst, mask Mask, c *Counts) {
+	if v := q.txVia.Load(); v != nil {
+		v.Transmit(b, mask, c) // never delegates again: v has a socket
+		return
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s := q.sock.Load()

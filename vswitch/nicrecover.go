@@ -83,9 +83,7 @@ func (p *nicPort) check(ctx context.Context, sw *Switch) {
 func (p *nicPort) lose(sw *Switch, replaced bool) {
 	b := p.bound
 	p.link.up.Store(false)
-	for i, q := range p.queues {
-		q.detach(b.socks[i])
-	}
+	p.detachSockets(b)
 	// Once every worker forwards with a newer snapshot, none is in a
 	// burst on the old sockets or UMEM.
 	sw.publish()
@@ -114,7 +112,7 @@ func (p *nicPort) rebind(sw *Switch, a *netlink.LinkAttrs) {
 		p.notYet(what, fmt.Sprintf("another XDP program (id %d) holds it", a.Xdp.ProgId))
 		return
 	}
-	b, err := bindNIC(p.spec, len(p.queues))
+	b, err := bindNIC(p.spec, len(p.queues), p.owned)
 	if err != nil {
 		p.events.recoveryErrors.Add(1)
 		p.notYet(what, err.Error())

@@ -42,6 +42,15 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 	if s.hasPort(spec.Name) {
 		return fmt.Errorf("%w: %q", ErrPortExists, spec.Name)
 	}
+	if err := s.claimQueues(spec); err != nil {
+		return err
+	}
+	added := false
+	defer func() {
+		if !added {
+			s.owners.release(spec.Name)
+		}
+	}()
 	p := &vhostPort{spec: spec}
 	p.state.Store("waiting")
 	var mac net.HardwareAddr
@@ -80,6 +89,8 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		dev.Close()
 		return err
 	}
+	added = true
+	s.ownerAdded(spec)
 	slog.Info("port added", "port", spec.Name, "kind", "vhost", "path", spec.Path, "client", spec.Client, "queues", spec.Queues)
 	return nil
 }
@@ -121,6 +132,9 @@ func (p *vhostPort) Info() ctl.PortInfo {
 	}
 	if p.spec.Client {
 		detail += " client"
+	}
+	if o := p.spec.Own; o != nil {
+		detail += " own=" + o.String()
 	}
 	if in.LastError != nil {
 		detail += " last_error=" + in.LastError.Error()
