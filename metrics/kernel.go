@@ -51,13 +51,14 @@ var kernelSeries = map[string]struct {
 	desc  *prometheus.Desc
 	label string
 }{
-	"xdp_redirected":       {xdpPackets, "redirected"},
-	"xdp_no_socket_passed": {xdpPackets, "no_socket_passed"},
-	"xdp_bad_queue_passed": {xdpPackets, "bad_queue_passed"},
-	"xdp_not_owned_passed": {xdpPackets, "not_owned_passed"},
-	"xdp_host_arp_passed":  {xdpPackets, "host_arp_passed"},
-	"xdp_host_nd_passed":   {xdpPackets, "host_nd_passed"},
-	"xdp_short_passed":     {xdpPackets, "short_passed"},
+	"xdp_redirected":         {xdpPackets, "redirected"},
+	"xdp_no_socket_passed":   {xdpPackets, "no_socket_passed"},
+	"xdp_bad_queue_passed":   {xdpPackets, "bad_queue_passed"},
+	"xdp_not_owned_passed":   {xdpPackets, "not_owned_passed"},
+	"xdp_host_arp_passed":    {xdpPackets, "host_arp_passed"},
+	"xdp_host_nd_passed":     {xdpPackets, "host_nd_passed"},
+	"xdp_short_passed":       {xdpPackets, "short_passed"},
+	"xdp_owned_queue_passed": {xdpPackets, "owned_queue_passed"},
 
 	"af_xdp_rx_dropped":         {afxdpRxDropped, ""},
 	"af_xdp_rx_ring_full":       {afxdpRxRingFull, ""},

@@ -239,6 +239,7 @@ func addKernelCounts(k map[string]uint64, c bpf.Counters, socks []xsk.Stats) {
 	k["xdp_host_arp_passed"] += c.HostARPPassed
 	k["xdp_host_nd_passed"] += c.HostNDPassed
 	k["xdp_short_passed"] += c.ShortPassed
+	k["xdp_owned_queue_passed"] += c.OwnedQueuePassed
 	for _, st := range socks {
 		k["af_xdp_rx_dropped"] += st.RXDropped
 		k["af_xdp_rx_ring_full"] += st.RXRingFull

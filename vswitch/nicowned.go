@@ -21,7 +21,32 @@ var zeroVerdicts bpf.Counters
 
 // owned reports whether a VM owns queue q of the port's interface.
 func (p *nicPort) owned(q int) bool {
-	return p.owners != nil && p.owners.owner(p.spec.Ifname, q) != ""
+	if p.owners == nil {
+		return false
+	}
+	name, _ := p.owners.owner(p.spec.Ifname, q)
+	return name != ""
+}
+
+// syncQueueOwners tells the XDP program which of the port's queues are
+// owned and by which MAC: on those it redirects only the owner's unicast
+// (bpf.SetQueueOwner), since their sockets are the owner's. Set before an
+// owner's socket can be in the slot, cleared only after it left.
+func (p *nicPort) syncQueueOwners(b *nicBinding) {
+	if p.owners == nil {
+		return
+	}
+	for q := range p.queues {
+		var err error
+		if name, mac := p.owners.owner(p.spec.Ifname, q); name != "" {
+			err = b.steer.SetQueueOwner(uint32(q), macBytes(mac))
+		} else {
+			err = b.steer.ClearQueueOwner(uint32(q))
+		}
+		if err != nil {
+			slog.Error("nic: telling the XDP program who owns a queue", "port", p.spec.Name, "queue", q, "err", err)
+		}
+	}
 }
 
 // attachSockets gives each queue its socket from b. A queue a VM owns has
@@ -68,6 +93,7 @@ func (p *nicPort) resocket(sw *Switch) {
 	if b == nil {
 		return // gone: the next bind skips the owned queues by itself
 	}
+	p.syncQueueOwners(b)
 	p.detachSockets(b)
 	sw.publish()
 	addKernelCounts(p.retired, zeroVerdicts, b.socketStats())

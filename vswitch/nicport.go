@@ -116,6 +116,7 @@ func (p *nicPort) install(b *nicBinding) {
 		p.csumWhy = b.csumWhy
 		slog.Info("nic checksums", "port", p.spec.Name, "ifname", p.spec.Ifname, "complete_tcp_udp", b.fixCsum, "why", b.csumWhy)
 	}
+	p.syncQueueOwners(b)
 	p.attachSockets(b)
 	p.macMu.Lock()
 	p.macs = map[uint64]bool{} // a new program's MAC map is empty

@@ -3,6 +3,7 @@ package vswitch
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,11 +28,12 @@ var ErrQueueOwned = fmt.Errorf("vswitch: NIC queue owned by another port")
 type queueOwners struct {
 	mu   sync.Mutex
 	byIf map[string]map[int]string // ifname -> queue -> owning port
+	macs map[string]uint64         // owning port -> its MAC (mac=)
 }
 
 // claim records that port owns own's queues, or fails if another port
 // owns one of them (and then records nothing).
-func (o *queueOwners) claim(port string, own portspec.Own) error {
+func (o *queueOwners) claim(port string, mac uint64, own portspec.Own) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	qs := o.byIf[own.Ifname]
@@ -42,7 +44,9 @@ func (o *queueOwners) claim(port string, own portspec.Own) error {
 	}
 	if o.byIf == nil {
 		o.byIf = map[string]map[int]string{}
+		o.macs = map[string]uint64{}
 	}
+	o.macs[port] = mac
 	if qs == nil {
 		qs = map[int]string{}
 		o.byIf[own.Ifname] = qs
@@ -58,6 +62,7 @@ func (o *queueOwners) claim(port string, own portspec.Own) error {
 func (o *queueOwners) release(port string) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	delete(o.macs, port)
 	for ifname, qs := range o.byIf {
 		found := false
 		for q, p := range qs {
@@ -73,11 +78,12 @@ func (o *queueOwners) release(port string) string {
 	return ""
 }
 
-// owner is the port owning queue q of ifname, "" for none.
-func (o *queueOwners) owner(ifname string, q int) string {
+// owner is the port owning queue q of ifname, "" for none, and its MAC.
+func (o *queueOwners) owner(ifname string, q int) (string, uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.byIf[ifname][q]
+	p := o.byIf[ifname][q]
+	return p, o.macs[p]
 }
 
 // describe lists ifname's owned queues as `show ports` prints them:
@@ -119,7 +125,13 @@ func (s *Switch) claimQueues(spec portspec.Vhost) error {
 	if spec.Own == nil {
 		return nil
 	}
-	return s.owners.claim(spec.Name, *spec.Own)
+	// ParseVhost insists on mac= with own=; a spec built by hand
+	// without one could not be told apart from others' frames.
+	hw, err := net.ParseMAC(spec.MAC)
+	if err != nil || len(hw) != 6 {
+		return fmt.Errorf("vswitch: vhost %s: own= needs the VM's mac=", spec.Name)
+	}
+	return s.owners.claim(spec.Name, MACKey(hw), *spec.Own)
 }
 
 // ownerAdded takes the owned queues from their NIC port once their owner

@@ -26,8 +26,11 @@ func TestOwnedQueuesHandedOver(t *testing.T) {
 	require.Commands(t, "ping")
 	v1 := netns.NewVeth(t, netns.VethOptions{Queues: 2, InnerAddr: "10.92.0.1/24"})
 	v2 := netns.NewVeth(t, netns.VethOptions{InnerAddr: "10.92.0.2/24"})
-	// What v1's host sends arrives on queue 1, the one the NIC port keeps.
-	v1.SteerQueues(t, nil, 1)
+	// What v1's host sends arrives on queue 1, the one the NIC port
+	// keeps, except frames to the owner and to another VM, which go to
+	// the owned queue 0.
+	const ownerMAC, otherVM = "52:54:00:00:92:01", "52:54:00:00:92:02"
+	v1.SteerQueues(t, map[string]int{ownerMAC: 0, otherVM: 0}, 1)
 	s := startTestSwitch(t, Config{Workers: 1})
 	for _, v := range []*netns.Veth{v1, v2} {
 		if err := s.AddNIC(portspec.NIC{Name: v.Outer, Ifname: v.Outer, Mode: portspec.ModeCopy}); err != nil {
@@ -57,13 +60,16 @@ func TestOwnedQueuesHandedOver(t *testing.T) {
 	if _, ok := nic.bound.steer.Socket(0); ok {
 		t.Fatal("the NIC port still has a socket in queue 0's slot")
 	}
+	if o, err := nic.bound.steer.QueueOwners(); err != nil || len(o) != 1 || o[0].String() != ownerMAC {
+		t.Fatalf("the XDP program's queue owners: %v %v, want queue 0 = %s", o, err, ownerMAC)
+	}
 	if err := foreignBind(v1.Outer, 0); err != nil {
 		t.Fatalf("binding another UMEM to the owned queue: %v", err)
 	}
 	// (foreignBind waits, as the switch does, for the kernel's deferred
 	// release of a queue: bindQueue.)
 	// A second VM cannot own the same queue.
-	other, _ := portspec.ParseVhost(filepath.Join(t.TempDir(), "vmtwo.sock") + ",mac=52:54:00:00:92:02,own=" + v1.Outer + ":0")
+	other, _ := portspec.ParseVhost(filepath.Join(t.TempDir(), "vmdup.sock") + ",mac=52:54:00:00:92:03,own=" + v1.Outer + ":0")
 	if err := s.AddVhost(other); !errors.Is(err, ErrQueueOwned) {
 		t.Fatalf("a second owner of queue 0: %v, want ErrQueueOwned", err)
 	}
@@ -86,13 +92,41 @@ func TestOwnedQueuesHandedOver(t *testing.T) {
 	if q := s.Stats()[0].Queues[0]; q.TxPackets == 0 || q.Drops["port_down"] != 0 {
 		t.Errorf("v1 queue 0 (owned): %+v; want its transmits sent through queue 1's socket", q)
 	}
-	balance(t, s) // while the VM port, which counted floods to it as port_down, is there
+	// The XDP program lets only the owner's unicast onto the owned
+	// queue's socket: frames to another VM there are passed to the
+	// kernel and counted, never redirected (into the owner's memory,
+	// once its socket sits there).
+	other, _ = portspec.ParseVhost(filepath.Join(t.TempDir(), "vmother.sock") + ",mac=" + otherVM)
+	if err := s.AddVhost(other); err != nil {
+		t.Fatal(err)
+	}
+	v1.NS.MustRun(t, "arp", "-s", "10.92.0.51", ownerMAC)
+	v1.NS.MustRun(t, "arp", "-s", "10.92.0.52", otherVM)
+	k0 := s.Stats()[0].Kernel
+	_ = v1.NS.Exec("ping", "-c", "2", "-i", "0.2", "-W", "1", "10.92.0.51").Run()
+	_ = v1.NS.Exec("ping", "-c", "3", "-i", "0.2", "-W", "1", "10.92.0.52").Run()
+	k1 := s.Stats()[0].Kernel
+	if d := k1["xdp_owned_queue_passed"] - k0["xdp_owned_queue_passed"]; d != 3 {
+		t.Errorf("frames to another VM on the owned queue: %d counted as owned_queue_passed, want 3", d)
+	}
+	// The owner's own frames pass the owner check; with no socket of the
+	// owner's in the slot yet, they fall back to the kernel.
+	if d := k1["xdp_no_socket_passed"] - k0["xdp_no_socket_passed"]; d != 2 {
+		t.Errorf("frames to the owner on its queue: %d no_socket_passed, want 2", d)
+	}
+	balance(t, s) // while the VM ports, which counted floods to them as port_down, are there
+	if err := s.DelPort("vmother"); err != nil {
+		t.Fatal(err)
+	}
 
 	if err := s.DelPort("vmown"); err != nil {
 		t.Fatal(err)
 	}
 	if n := slots(); n != 2 {
 		t.Fatalf("after the owner left: %d sockets in the XSKMAP, want 2", n)
+	}
+	if o, err := nic.bound.steer.QueueOwners(); err != nil || len(o) != 0 {
+		t.Fatalf("after the owner left, the XDP program's queue owners: %v %v", o, err)
 	}
 	if err := foreignBind(v1.Outer, 0); !errors.Is(err, unix.EBUSY) {
 		t.Fatalf("queue 0 given back: another UMEM there: %v, want EBUSY", err)
