@@ -29,6 +29,30 @@ type queueOwners struct {
 	mu   sync.Mutex
 	byIf map[string]map[int]string // ifname -> queue -> owning port
 	macs map[string]uint64         // owning port -> its MAC (mac=)
+	// fallback: owners whose memory could not back their queues
+	// (vmowned.go); their queues are the NIC port's meanwhile.
+	fallback map[string]bool
+}
+
+// setFallback gives port's queues back to the NIC port (on) or takes
+// them again (off); the caller then hands them over.
+func (o *queueOwners) setFallback(port string, on bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.fallback == nil {
+		o.fallback = map[string]bool{}
+	}
+	if on {
+		o.fallback[port] = true
+	} else {
+		delete(o.fallback, port)
+	}
+}
+
+func (o *queueOwners) inFallback(port string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.fallback[port]
 }
 
 // claim records that port owns own's queues, or fails if another port
@@ -63,6 +87,7 @@ func (o *queueOwners) release(port string) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.macs, port)
+	delete(o.fallback, port)
 	for ifname, qs := range o.byIf {
 		found := false
 		for q, p := range qs {
@@ -83,6 +108,9 @@ func (o *queueOwners) owner(ifname string, q int) (string, uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	p := o.byIf[ifname][q]
+	if o.fallback[p] {
+		return "", 0
+	}
 	return p, o.macs[p]
 }
 
@@ -103,6 +131,9 @@ func (o *queueOwners) describe(ifname string) string {
 	parts := make([]string, len(keys))
 	for i, q := range keys {
 		parts[i] = strconv.Itoa(q) + "=" + qs[q]
+		if o.fallback[qs[q]] {
+			parts[i] += "(copy)" // the owner's memory could not back it
+		}
 	}
 	return strings.Join(parts, " ")
 }

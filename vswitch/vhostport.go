@@ -21,6 +21,7 @@ type vhostPort struct {
 	fromGuest []*vhostFromGuest // over the guest's TX virtqueues
 	toGuest   []*vhostToGuest   // over the guest's RX virtqueues
 	state     atomic.Value
+	owner     *ownerSockets // the sockets of its owned NIC queues (own=), or nil
 }
 
 // vhostFromGuest is an ingress queue: the frames a guest sends on one of
@@ -62,7 +63,7 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		}
 		key = MACKey(mac)
 	}
-	dev, err := vhost.Open(vhost.Config{
+	cfg := vhost.Config{
 		Name:       spec.Name,
 		Path:       spec.Path,
 		Client:     spec.Client,
@@ -74,11 +75,24 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		// The device logs its own events (connected, ready with what was
 		// negotiated, broken and why...), under the port's name.
 		Logger: slog.Default().With("port", spec.Name),
-	})
+	}
+	if spec.Own != nil {
+		// The owned queues' UMEM is the guest's memory as one range
+		// with the switch's buffers in front (vmowned.go).
+		p.owner = newOwnerSockets(s, spec, mac)
+		cfg.Contiguous = true
+		cfg.SwitchArea = ownerSwitchArea(len(spec.Own.Queues))
+		cfg.OnMemoryChange = p.owner.memoryChanged
+		cfg.MemoryChangeTimeout = ownerMemoryChangeTimeout
+	}
+	dev, err := vhost.Open(cfg)
 	if err != nil {
 		return err
 	}
 	p.dev = dev
+	if p.owner != nil {
+		p.owner.dev = dev
+	}
 	for i := 0; i < dev.NumQueuePairs(); i++ {
 		// vhost names virtqueues as the guest sees them.
 		p.fromGuest = append(p.fromGuest, &vhostFromGuest{q: dev.TxQueue(i)})
@@ -91,6 +105,9 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 	}
 	added = true
 	s.ownerAdded(spec)
+	if p.owner != nil {
+		p.owner.start()
+	}
 	slog.Info("port added", "port", spec.Name, "kind", "vhost", "path", spec.Path, "client", spec.Client, "queues", spec.Queues)
 	return nil
 }
@@ -144,7 +161,13 @@ func (p *vhostPort) Info() ctl.PortInfo {
 
 func (p *vhostPort) Fail(err error) { p.dev.Break(err) }
 
-func (p *vhostPort) Close() error { return p.dev.Close() }
+func (p *vhostPort) Close() error {
+	err := p.dev.Close()
+	if p.owner != nil {
+		p.owner.close() // after the device: no memory change can start another build
+	}
+	return err
+}
 
 // Receive takes a burst of the guest's transmitted frames. They stay in
 // the guest's buffers until Release (after every destination copied them).

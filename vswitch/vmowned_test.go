@@ -1,0 +1,134 @@
+package vswitch
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/xvswitch/xvswitch/portspec"
+	"github.com/xvswitch/xvswitch/test/netns"
+	"github.com/xvswitch/xvswitch/test/require"
+	"github.com/xvswitch/xvswitch/vhost/vhosttest"
+	"github.com/xvswitch/xvswitch/xsk"
+)
+
+// ownedLab is a 2-queue veth NIC whose host's frames to the VM's MAC are
+// steered to queue 1 (the rest to 0), and a guest (vhosttest) that owns
+// queue 1.
+type ownedLab struct {
+	s   *Switch
+	v   *netns.Veth
+	g   *guest
+	nic *nicPort
+}
+
+const ownedVM = 0x5254_0000_9301
+
+func newOwnedLab(t *testing.T) *ownedLab {
+	t.Helper()
+	require.Root(t)
+	require.Commands(t, "ping", "arp")
+	l := &ownedLab{v: netns.NewVeth(t, netns.VethOptions{Queues: 2, InnerAddr: "10.94.0.1/24"})}
+	l.v.NS.MustRun(t, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1")
+	vmMAC := macBytes(ownedVM).String()
+	l.v.SteerQueues(t, map[string]int{vmMAC: 1}, 0)
+	l.v.NS.MustRun(t, "arp", "-s", "10.94.0.9", vmMAC)
+	l.s = startTestSwitch(t, Config{Workers: 1})
+	if err := l.s.AddNIC(portspec.NIC{Name: l.v.Outer, Ifname: l.v.Outer, Mode: portspec.ModeCopy}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.s.removeAll)
+	l.nic = l.s.byName[l.v.Outer].drv.(*nicPort)
+	spec := portspec.Vhost{Name: "vmz", MAC: vmMAC, Own: &portspec.Own{Ifname: l.v.Outer, Queues: []int{1}}}
+	l.g = addGuestSpec(t, l.s, spec, ownedVM, vhosttest.Options{Packed: true})
+	return l
+}
+
+// ownerGen is the memory generation the owner's sockets are bound for (0:
+// none), and whether they are.
+func (l *ownedLab) ownerGen() uint64 {
+	o := l.s.byName["vmz"].drv.(*vhostPort).owner
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.gen
+}
+
+// send has the NIC's host send n echo requests to the VM's address (they
+// go unanswered: the guest is a test front-end) and checks the guest
+// received them.
+func (l *ownedLab) send(t *testing.T, n int) {
+	t.Helper()
+	l.g.fe.PostRx(0, n)
+	before := l.s.Stats()[0].Queues[1].RxPackets
+	_ = l.v.NS.Exec("ping", "-c", strconv.Itoa(n), "-i", "0.1", "-W", "1", "10.94.0.9").Run()
+	got := l.g.receive(t, 0, n)
+	for _, f := range got {
+		if !bytes.Equal(f[:6], macBytes(ownedVM)) {
+			t.Fatalf("the guest got a frame to %x", f[:6])
+		}
+	}
+	if d := l.s.Stats()[0].Queues[1].RxPackets - before; d != uint64(n) {
+		t.Errorf("NIC queue 1 received %d frames, want the %d steered there", d, n)
+	}
+}
+
+// TestOwnedQueueOnGuestMemory: a VM owning queue 1 gets a socket there on
+// a UMEM over its own memory (the switch's area in front), its steered
+// frames arrive through it (copied into its RX buffers from that area for
+// now), and a memory table replaced under it rebuilds the sockets on the
+// new range.
+func TestOwnedQueueOnGuestMemory(t *testing.T) {
+	l := newOwnedLab(t)
+	waitFor(t, "the owner's sockets", func() bool { return l.ownerGen() != 0 })
+	gen := l.ownerGen()
+	if _, ok := l.nic.bound.steer.Socket(1); !ok {
+		t.Fatal("queue 1's slot is empty")
+	}
+	if l.nic.bound.socks[1] != nil {
+		t.Fatal("the NIC port kept a socket of its own on the owned queue")
+	}
+	l.send(t, 4)
+	k := l.s.Stats()[0].Kernel
+	if k["xdp_no_socket_passed"] != 0 || k["xdp_owned_queue_passed"] != 0 {
+		t.Errorf("kernel counters %v: the owner's frames should all be redirected", k)
+	}
+
+	// The front-end replaces its memory table: the sockets on the old
+	// range are closed before vhost unmaps it, new ones are bound on the
+	// new range, and frames arrive again.
+	l.g.fe.SetMemTable()
+	waitFor(t, "sockets on the new memory table", func() bool { g := l.ownerGen(); return g != 0 && g != gen })
+	l.send(t, 3)
+	balance(t, l.s)
+}
+
+// TestOwnedQueueRegistrationRefused: when the VM's memory cannot be
+// registered (here as the kernel refuses it without enough locked
+// memory), the queue goes back to the NIC port, whose own socket carries
+// the VM's frames on the copy path; show ports says so.
+func TestOwnedQueueRegistrationRefused(t *testing.T) {
+	old := registerOwnerUMEM
+	registerOwnerUMEM = func(mem []byte, cfg xsk.UMEMConfig) (*xsk.UMEM, error) {
+		return nil, &xsk.MemlockError{Need: uint64(len(mem)), Limit: 1 << 20, Errno: errors.New("no buffer space available")}
+	}
+	t.Cleanup(func() { registerOwnerUMEM = old })
+	l := newOwnedLab(t)
+	waitFor(t, "the queue given back to the NIC port", func() bool {
+		l.s.mu.Lock()
+		defer l.s.mu.Unlock()
+		return l.nic.bound.socks[1] != nil
+	})
+	if l.ownerGen() != 0 {
+		t.Fatal("owner sockets despite the refusal")
+	}
+	if d := l.s.Ports()[0].Detail; !strings.Contains(d, "owned=1=vmz(copy)") {
+		t.Errorf("show ports: %q, want owned=1=vmz(copy)", d)
+	}
+	if o, _ := l.nic.bound.steer.QueueOwners(); len(o) != 0 {
+		t.Errorf("the XDP program still treats queue 1 as owned: %v", o)
+	}
+	l.send(t, 3)
+	balance(t, l.s)
+}
