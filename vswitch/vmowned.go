@@ -48,6 +48,10 @@ type ownerSockets struct {
 	nic    *nicPort      // the port the sockets sit in
 	steer  *bpf.Steering // its steering, whose slots hold them
 	failed uint64        // the generation whose build failed (no retry)
+	// rule is the ethtool ntuple rule steering the VM's MAC to its first
+	// owned queue, if the NIC took one (ruleSet).
+	rule    uint32
+	ruleSet bool
 }
 
 // Owner socket geometry (docs/zerocopy.md has the arithmetic). Chunks of
@@ -96,6 +100,7 @@ func (o *ownerSockets) memoryChanged(ch vhost.MemoryChange) {
 func (o *ownerSockets) start() {
 	o.mu.Lock()
 	o.added = true
+	o.installRule()
 	o.mu.Unlock()
 	if l := o.dev.MemoryLayout(); l != nil {
 		go o.build(l.Generation())
@@ -198,6 +203,30 @@ func (o *ownerSockets) close() {
 	defer o.mu.Unlock()
 	o.closed = true
 	o.teardown("port removed")
+	if o.ruleSet {
+		if err := delMACRule(o.own.Ifname, o.rule); err != nil {
+			slog.Warn("vhost: removing the owner's ntuple rule", "port", o.name, "err", err)
+		}
+		o.ruleSet = false
+	}
+}
+
+// installRule asks the NIC to receive the VM's MAC on its first owned
+// queue (an ethtool ntuple rule, as `ethtool -N IFNAME flow-type ether
+// dst MAC action Q`). Where the NIC cannot, the VM still works: frames
+// that arrive elsewhere take the copy path; the log says how to steer
+// instead (docs/zerocopy.md). One MAC steers to one queue. Called with
+// o.mu held.
+func (o *ownerSockets) installRule() {
+	q := o.own.Queues[0]
+	loc, err := addMACRule(o.own.Ifname, o.mac, q)
+	if err != nil {
+		slog.Warn("vhost: the NIC did not take a rule steering the VM's MAC to its owned queue; its frames arriving on other queues take the copy path",
+			"port", o.name, "own", o.own.String(), "err", err)
+		return
+	}
+	o.rule, o.ruleSet = loc, true
+	slog.Info("vhost: ntuple rule steers the VM's MAC to its owned queue", "port", o.name, "ifname", o.own.Ifname, "queue", q, "location", loc)
 }
 
 // nicOn is the NIC port on ifname, nil if none. Called with s.mu held.
