@@ -209,4 +209,5 @@ func (q *nicQueue) Transmit(b *Burst, mask Mask, c *Counts) {
 		return
 	}
 	c.Frames(uint64(slot), bytes)
+	c.Copied(uint64(slot), bytes) // every frame went through CopyTo
 }

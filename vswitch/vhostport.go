@@ -238,6 +238,7 @@ func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
 	_, err := a.Rx.Deliver(&t.frames)
 	last := a.Rx.LastBurst()
 	c.Frames(last.Packets, last.Bytes)
+	c.Copied(last.Packets, last.Bytes) // Deliver copies every frame
 	countVirtioDrops(c, &last, false)
 	if err != nil {
 		a.Break(err)

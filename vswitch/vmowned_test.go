@@ -102,6 +102,12 @@ func TestOwnedQueueOnGuestMemory(t *testing.T) {
 	waitFor(t, "sockets on the new memory table", func() bool { g := l.ownerGen(); return g != 0 && g != gen })
 	l.send(t, 3)
 	balance(t, l.s)
+	// On this path the switch still copies every frame into the guest's
+	// buffers, and says so.
+	pc := portStats(l.s, "vmz")
+	if pc.CopiedFrames != 7 || pc.CopiedBytes != pc.TxBytes || pc.ZerocopyFrames != 0 {
+		t.Errorf("vmz path counters %+v (tx %d frames, %d bytes): want all 7 copied, none zero-copy", pc.PathCounters, pc.TxPackets, pc.TxBytes)
+	}
 }
 
 // TestOwnedQueueRegistrationRefused: when the VM's memory cannot be
