@@ -151,7 +151,7 @@ func (p *vhostPort) Info() ctl.PortInfo {
 		detail += " client"
 	}
 	if o := p.spec.Own; o != nil {
-		detail += " own=" + o.String()
+		detail += " own=" + o.String() + " own_sockets=" + p.owner.state()
 	}
 	if in.LastError != nil {
 		detail += " last_error=" + in.LastError.Error()

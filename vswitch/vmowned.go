@@ -197,6 +197,22 @@ func (o *ownerSockets) teardown(why string) {
 	o.umem, o.socks, o.nic, o.steer, o.gen = nil, nil, nil, nil, 0
 }
 
+// state is what show ports says of the owned queues' sockets: "bound"
+// (on the VM's memory), "copy" (given back to the NIC port after a
+// refused registration) or "unbound" (no memory table yet, or between
+// two).
+func (o *ownerSockets) state() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.gen != 0:
+		return "bound"
+	case o.sw.owners.inFallback(o.name):
+		return "copy"
+	}
+	return "unbound"
+}
+
 // close tears down for good: the port is being removed.
 func (o *ownerSockets) close() {
 	o.mu.Lock()
