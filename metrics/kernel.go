@@ -41,6 +41,10 @@ var (
 		[]string{"port"}, nil)
 )
 
+var nicOwnerDiscarded = prometheus.NewDesc("xvswitch_nic_owner_rx_discarded_total",
+	"Frames left in an owning VM's socket on a NIC queue when the socket closed (its memory table replaced, the VM gone): the kernel delivered them, the switch never received them.",
+	[]string{"port"}, nil)
+
 func afxdpCounter(stat, help string) *prometheus.Desc {
 	return prometheus.NewDesc("xvswitch_afxdp_"+stat+"_total", help, []string{"port"}, nil)
 }
@@ -75,6 +79,7 @@ var kernelSeries = map[string]struct {
 	"xdp_replaced_events": {nicEvents, "xdp_replaced"},
 	"recovery_errors":     {nicRecoveryErrors, ""},
 	"csum_completed":      {nicCsumCompleted, ""},
+	"owner_rx_discarded":  {nicOwnerDiscarded, ""},
 }
 
 func describeKernel(ch chan<- *prometheus.Desc) {

@@ -26,9 +26,12 @@ type nicEvents struct {
 	xdpReattached  atomic.Uint64 // ... and the port attached it again
 	xdpReplaced    atomic.Uint64 // another program was on the hook
 	recoveryErrors atomic.Uint64 // attaching again failed (it is tried again)
+	// ownerDiscarded: frames left in an owning VM's socket on this NIC
+	// when it closed (vmowned.go), never received by the switch.
+	ownerDiscarded atomic.Uint64
 }
 
-const nicEventCount = 8
+const nicEventCount = 9
 
 func (e *nicEvents) addTo(k map[string]uint64) {
 	k["link_down_events"] = e.linkDown.Load()
@@ -39,6 +42,7 @@ func (e *nicEvents) addTo(k map[string]uint64) {
 	k["xdp_reattached"] = e.xdpReattached.Load()
 	k["xdp_replaced_events"] = e.xdpReplaced.Load()
 	k["recovery_errors"] = e.recoveryErrors.Load()
+	k["owner_rx_discarded"] = e.ownerDiscarded.Load()
 }
 
 // check looks up the interface of the port's name and acts on what

@@ -184,12 +184,16 @@ func (o *ownerSockets) teardown(why string) {
 	if o.umem == nil {
 		return
 	}
+	var discarded uint64
 	for q, s := range o.socks {
 		_ = o.steer.RemoveSocket(uint32(q)) // ErrClosed: the NIC's program is gone already
 		if !o.nic.queues[q].detachWait(s, time.Second) {
 			slog.Error("vhost: a NIC worker did not let go of an owned queue's socket in 1 s", "port", o.name, "queue", q)
+			continue
 		}
+		discarded += drainRX(s)
 	}
+	o.nic.events.ownerDiscarded.Add(discarded)
 	if err := o.umem.Close(); err != nil {
 		slog.Warn("vhost: closing the owned queues' UMEM", "port", o.name, "err", err)
 	}
@@ -211,6 +215,23 @@ func (o *ownerSockets) state() string {
 		return "copy"
 	}
 	return "unbound"
+}
+
+// drainRX empties s's RX ring: frames the kernel delivered that no worker
+// received before the socket closes. They never reached the switch, so
+// they are the kernel side's to count (owner_rx_discarded), like the
+// sockets' own drops, not a drop of the switch's ledger.
+func drainRX(s *xsk.Socket) uint64 {
+	var descs [MaxBurst]xsk.Desc
+	var n uint64
+	for {
+		k := s.Receive(descs[:])
+		if k == 0 {
+			return n
+		}
+		s.Release(descs[:k])
+		n += uint64(k)
+	}
 }
 
 // close tears down for good: the port is being removed.
