@@ -76,6 +76,9 @@ func (s *Switch) AddNIC(spec portspec.NIC) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.byName[spec.Name]; p != nil && p.drv == PortDriver(drv) {
+		// VMs that own queues of the interface bind their sockets into
+		// this port's slots and queues.
+		s.renewOwners(spec.Ifname)
 		drv.watch = startNICWatch(drv, s)
 		slog.Info("port added", "port", spec.Name, "kind", "nic", "detail", drv.detail())
 	}

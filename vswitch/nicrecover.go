@@ -124,6 +124,7 @@ func (p *nicPort) rebind(sw *Switch, a *netlink.LinkAttrs) {
 	}
 	p.install(b)
 	sw.syncMACs()
+	sw.renewOwners(p.spec.Ifname) // their sockets were on the old interface
 	p.lastWait = ""
 	p.events.reattached.Add(1)
 	slog.Info("nic: interface back; the port attached to it again", "port", p.spec.Name, "ifindex", b.ifindex, "detail", p.detail())

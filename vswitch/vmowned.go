@@ -107,6 +107,33 @@ func (o *ownerSockets) start() {
 	}
 }
 
+// renew rebuilds the sockets on the current memory table: the NIC port
+// they sat in was bound to a new interface (deleted and made again) or
+// added again, whose XSKMAP slots and queues know nothing of them. Called
+// with s.mu held; the rebuild runs after the caller lets go of it.
+func (o *ownerSockets) renew() {
+	o.mu.Lock()
+	o.teardown("the NIC port re-attached")
+	o.failed = 0
+	added := o.added
+	o.mu.Unlock()
+	if l := o.dev.MemoryLayout(); added && l != nil {
+		go o.build(l.Generation())
+	}
+}
+
+// renewOwners renews the owners' sockets on ifname. Called with s.mu held.
+func (s *Switch) renewOwners(ifname string) {
+	for _, p := range s.ports {
+		if p == nil {
+			continue
+		}
+		if v, ok := p.drv.(*vhostPort); ok && v.owner != nil && v.owner.own.Ifname == ifname {
+			v.owner.renew()
+		}
+	}
+}
+
 // build registers the current memory range as a UMEM and binds a socket
 // to each owned queue, if gen is still the current table.
 func (o *ownerSockets) build(gen uint64) {

@@ -214,3 +214,31 @@ func innerTx(t *testing.T, v *netns.Veth) uint64 {
 	}
 	return n
 }
+
+// TestOwnedQueueNICRecreated: the NIC is deleted and made again under its
+// name; when the NIC port re-attaches, the owner's sockets are bound again
+// into the new interface's slot and queue, and its frames arrive again.
+func TestOwnedQueueNICRecreated(t *testing.T) {
+	old := nicCheckInterval
+	nicCheckInterval = 100 * time.Millisecond
+	t.Cleanup(func() { nicCheckInterval = old })
+	l := newOwnedLab(t)
+	waitFor(t, "the owner's sockets", func() bool { return l.ownerGen() != 0 })
+	l.send(t, 2)
+	l.v.Delete(t)
+	opts := netns.VethOptions{Queues: 2, InnerAddr: "10.94.0.1/24"}
+	l.v.Create(t, opts)
+	l.v.SteerQueues(t, map[string]int{macBytes(ownedVM).String(): 1}, 0)
+	l.v.NS.MustRun(t, "arp", "-s", "10.94.0.9", macBytes(ownedVM).String())
+	waitFor(t, "the NIC port re-attached with the owner's socket in queue 1's slot", func() bool {
+		l.s.mu.Lock()
+		defer l.s.mu.Unlock()
+		if l.nic.bound == nil {
+			return false
+		}
+		_, ok := l.nic.bound.steer.Socket(1)
+		return ok
+	})
+	l.send(t, 3)
+	balance(t, l.s)
+}
