@@ -84,6 +84,10 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		cfg.SwitchArea = ownerSwitchArea(len(spec.Own.Queues))
 		cfg.OnMemoryChange = p.owner.memoryChanged
 		cfg.MemoryChangeTimeout = ownerMemoryChangeTimeout
+		// The kernel returns fill buffers out of order, so the zero-copy
+		// receive path will mark guest buffers used out of order: an
+		// owner never offers IN_ORDER (docs/zerocopy.md).
+		cfg.NoInOrder = true
 	}
 	dev, err := vhost.Open(cfg)
 	if err != nil {
