@@ -2,9 +2,10 @@ package bpf
 
 // Counters are the program's per-verdict frame counts for one interface,
 // summed over CPUs. Each frame the program sees adds one to exactly one of
-// the first seven fields or OwnedQueuePassed (see Total); SteeredBroadcast
-// and SteeredMulticast break down the steered ones (Redirected +
-// NoSocketPassed + BadQueuePassed + OwnedQueuePassed). Field names match the C struct xvs_counters' (up to the
+// the first seven fields, GroupPassed or OwnedQueuePassed (see Total);
+// SteeredBroadcast and SteeredMulticast break down the steered ones
+// (Redirected + NoSocketPassed + BadQueuePassed + OwnedQueuePassed).
+// Field names match the C struct xvs_counters' (up to the
 // case of initialisms), which bpftool prints in snake case.
 type Counters struct {
 	// Redirected: steered, and the rx queue's XSKMAP slot held a socket.
@@ -33,6 +34,12 @@ type Counters struct {
 	// to the broadcast address and to other group addresses.
 	SteeredBroadcast uint64
 	SteeredMulticast uint64
+	// GroupPassed: in ModeMAC, a broadcast or multicast frame the policy
+	// does not steer (its Broadcast or Multicast flag unset), passed to
+	// the kernel. It is counted apart from NotOwnedPassed (then unicast
+	// alone) because a switch that leaves group frames to the host takes
+	// its own copies of them from the kernel (package afpacket).
+	GroupPassed uint64
 	// OwnedQueuePassed: steered, but it arrived on a queue a VM owns
 	// (SetQueueOwner) and is not to that VM's MAC: passed to the kernel,
 	// never redirected into the owner's memory.
@@ -42,7 +49,7 @@ type Counters struct {
 // Total is the number of frames the program has seen.
 func (c Counters) Total() uint64 {
 	return c.Redirected + c.NoSocketPassed + c.BadQueuePassed + c.NotOwnedPassed + c.ShortPassed +
-		c.HostARPPassed + c.HostNDPassed + c.OwnedQueuePassed
+		c.HostARPPassed + c.HostNDPassed + c.GroupPassed + c.OwnedQueuePassed
 }
 
 // Steered is the number of frames the policy gave to the switch, whether or
@@ -69,6 +76,7 @@ func (c Counters) Sub(old Counters) Counters {
 		HostNDPassed:     c.HostNDPassed - old.HostNDPassed,
 		SteeredBroadcast: c.SteeredBroadcast - old.SteeredBroadcast,
 		SteeredMulticast: c.SteeredMulticast - old.SteeredMulticast,
+		GroupPassed:      c.GroupPassed - old.GroupPassed,
 		OwnedQueuePassed: c.OwnedQueuePassed - old.OwnedQueuePassed,
 	}
 }
@@ -86,6 +94,7 @@ func sumCounters(perCPU []steerXvsCounters) Counters {
 		s.HostNDPassed += v.HostNdPassed
 		s.SteeredBroadcast += v.SteeredBroadcast
 		s.SteeredMulticast += v.SteeredMulticast
+		s.GroupPassed += v.GroupPassed
 		s.OwnedQueuePassed += v.OwnedQueuePassed
 	}
 	return s

@@ -7,12 +7,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xvswitch/xvswitch/afpacket"
 	"github.com/xvswitch/xvswitch/bpf"
 	"github.com/xvswitch/xvswitch/xsk"
 )
 
-// zeroVerdicts: resocket retires socket statistics only; the program and
-// its verdict counters stay.
+// zeroVerdicts: resocket retires AF_XDP socket statistics only; the
+// program with its verdict counters, and the group socket, stay.
 var zeroVerdicts bpf.Counters
 
 // The NIC port's side of owned queues (owned.go): which queues it binds,
@@ -96,7 +97,7 @@ func (p *nicPort) resocket(sw *Switch) {
 	p.syncQueueOwners(b)
 	p.detachSockets(b)
 	sw.publish()
-	addKernelCounts(p.retired, zeroVerdicts, b.socketStats())
+	addKernelCounts(p.retired, zeroVerdicts, b.socketStats(), afpacket.Stats{})
 	if err := b.closeSockets(); err != nil {
 		slog.Warn("nic: closing sockets for owned queues", "port", p.spec.Name, "err", err)
 	}

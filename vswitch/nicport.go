@@ -22,6 +22,9 @@ import (
 type nicPort struct {
 	spec   portspec.NIC
 	queues []*nicQueue
+	// groups is one more ingress queue, after the AF_XDP ones: the group
+	// frames the host's kernel gets, copied to the switch (nicgroups.go).
+	groups *nicGroupQueue
 	link   nicLink
 
 	// bound is the interface the port is attached to, nil while it is
@@ -100,6 +103,11 @@ func newNICPort(spec portspec.NIC, owners *queueOwners) (*nicPort, error) {
 		}
 		p.queues = append(p.queues, q)
 	}
+	var err error
+	if p.groups, err = newNICGroupQueue(&p.link); err != nil {
+		p.Close()
+		return nil, err
+	}
 	b, err := bindNIC(spec, nq, p.owned)
 	if err != nil {
 		p.Close()
@@ -121,13 +129,20 @@ func (p *nicPort) install(b *nicBinding) {
 	}
 	p.syncQueueOwners(b)
 	p.attachSockets(b)
+	p.groups.attach(b.groups)
 	p.macMu.Lock()
 	p.macs = map[uint64]bool{} // a new program's MAC map is empty
 	p.macMu.Unlock()
 }
 
-func (p *nicPort) IngressQueues() []IngressQueue { return asQueues[IngressQueue](p.queues) }
-func (p *nicPort) EgressQueues() []EgressQueue   { return asQueues[EgressQueue](p.queues) }
+// IngressQueues: the AF_XDP queues, then the group frames' queue (so the
+// port's stats have one row more than it has rx queues, the last one
+// receive-only).
+func (p *nicPort) IngressQueues() []IngressQueue {
+	return append(asQueues[IngressQueue](p.queues), p.groups)
+}
+
+func (p *nicPort) EgressQueues() []EgressQueue { return asQueues[EgressQueue](p.queues) }
 
 // Info: the state is "gone" (no interface of that name), "down" (no link),
 // "degraded" (another XDP program holds the hook) or "up".
@@ -178,11 +193,15 @@ func (p *nicPort) Close() error {
 	var err error
 	if b := p.bound; b != nil {
 		p.detachSockets(b)
+		p.groups.detach(b.groups)
 		err = b.close()
 		p.bound = nil
 	}
 	for _, q := range p.queues {
 		q.close()
+	}
+	if p.groups != nil {
+		p.groups.close()
 	}
 	return err
 }

@@ -88,6 +88,7 @@ func (p *nicPort) lose(sw *Switch, replaced bool) {
 	b := p.bound
 	p.link.up.Store(false)
 	p.detachSockets(b)
+	p.groups.detach(b.groups)
 	// Once every worker forwards with a newer snapshot, none is in a
 	// burst on the old sockets or UMEM.
 	sw.publish()

@@ -1,6 +1,7 @@
 package vswitch
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // (netns.Veth.SteerQueues) puts frames for one MAC on queue 0 of a
 // 2-queue veth and everything else on queue 1, as the NIC port's
 // per-queue counters show: echo requests to host B's MAC all on 0
-// (unsteered, this flow hashes to 1 here), broadcast on 1.
+// (unsteered, this flow hashes to 1 here), those to a VM's MAC on 1.
 func TestVethSteerQueues(t *testing.T) {
 	require.Root(t)
 	require.Commands(t, "ping")
@@ -38,14 +39,27 @@ func TestVethSteerQueues(t *testing.T) {
 	if out, err := v1.NS.Exec("ping", "-c", "5", "-i", "0.2", "-W", "2", "10.93.0.2").CombinedOutput(); err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)
 	}
-	// Two echo requests to the broadcast address (to ff:ff:ff:ff:ff:ff;
-	// whether anyone answers does not matter here).
-	_ = v1.NS.Exec("ping", "-b", "-c", "2", "-i", "0.2", "-W", "1", "10.93.0.255").Run()
+	// Two echo requests to a VM's MAC (a port with mac=, static in the
+	// FDB, so the XDP program steers its unicast): they take the default.
+	vm, err := portspec.ParseVhost(filepath.Join(t.TempDir(), "vmd.sock") + ",mac=52:54:00:00:93:77")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddVhost(vm); err != nil {
+		t.Fatal(err)
+	}
+	v1.NS.MustRun(t, "arp", "-s", "10.93.0.77", "52:54:00:00:93:77")
+	waitFor(t, "the VM's MAC in v1's XDP map", func() bool {
+		m, _ := s.byName[v1.Outer].drv.(*nicPort).bound.steer.MACs()
+		_, ok := m["52:54:00:00:93:77"]
+		return ok
+	})
+	_ = v1.NS.Exec("ping", "-c", "2", "-i", "0.2", "-W", "1", "10.93.0.77").Run()
 	after := s.Stats()[0].Queues
 	q0 := after[0].RxPackets - before[0].RxPackets
 	q1 := after[1].RxPackets - before[1].RxPackets
 	if q0 < 5 || q1 < 2 {
-		t.Fatalf("per-queue rx: queue 0 got %d (want the 5 echo requests to %s), queue 1 %d (want the 2 broadcast echo requests)", q0, bMAC, q1)
+		t.Fatalf("per-queue rx: queue 0 got %d (want the 5 echo requests to %s), queue 1 %d (want the 2 echo requests to the VM)", q0, bMAC, q1)
 	}
 	balance(t, s)
 }

@@ -117,7 +117,7 @@ func TestOwnedQueueVM(t *testing.T) {
 		switch p.Name {
 		case "nic0":
 			// The guest's frames came in on its queue, through its socket.
-			if len(p.Queues) != 2 || p.Queues[1].RxPackets < xfer/1500 {
+			if len(p.Queues) < 2 || p.Queues[1].RxPackets < xfer/1500 {
 				t.Errorf("nic0 queue 1 (owned) received too little: %+v", p.Queues)
 			}
 			if n := p.Kernel["xdp_owned_queue_passed"]; n != 0 {
