@@ -24,7 +24,10 @@ import (
 // NIC arrive through its own socket on a UMEM over its memory (copied
 // from the switch's area into its RX buffers: the zero-copy data path is
 // not in yet); the counters say so, and nothing for it was passed to the
-// kernel on its queue.
+// kernel on its queue. A second guest on the copy path works beside it
+// (the namespace resolves both by broadcast ARP and pings both), and
+// frames for the second guest sent onto queue 1 are passed to the
+// kernel, never redirected to the owner's socket.
 func TestOwnedQueueVM(t *testing.T) {
 	require.Root(t)
 	require.Long(t)
@@ -36,9 +39,12 @@ func TestOwnedQueueVM(t *testing.T) {
 		xfer        = 2 << 20
 	)
 	v := netns.NewVeth(t, netns.VethOptions{Queues: 2, InnerAddr: host + "/24", KeepOffload: true})
-	v.SteerQueues(t, map[string]int{mac: 1}, 0)
+	const guest2, mac2 = "10.95.0.3", "52:54:00:95:00:03"
+	steer := v.SteerQueues(t, map[string]int{mac: 1}, 0)
 	sock := filepath.Join(t.TempDir(), "vmq.sock")
-	d := startDaemon(t, "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock+",mac="+mac+",own="+v.Outer+":1,name=vmq")
+	sock2 := filepath.Join(t.TempDir(), "vmc.sock")
+	d := startDaemon(t, "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock+",mac="+mac+",own="+v.Outer+":1,name=vmq",
+		"--vhost", sock2+",mac="+mac2+",name=vmc")
 	if out := d.cli(t, "show", "ports"); !strings.Contains(out, "owned=1=vmq") || !strings.Contains(out, "own="+v.Outer+":1") {
 		t.Errorf("show ports does not say who owns queue 1:\n%s", out)
 	}
@@ -53,6 +59,14 @@ func TestOwnedQueueVM(t *testing.T) {
 	cfg.Commands[0].Timeout = 60 * time.Second
 	cfg.Commands[1].Timeout = 60 * time.Second
 	g := qemu.StartGuest(t, cfg)
+	g2 := qemu.StartGuest(t, qemu.GuestConfig{
+		NICs: []qemu.GuestNIC{{Socket: sock2, MAC: mac2, Packed: false, Addr: guest2 + "/24"}},
+		Commands: []qemu.GuestCommand{
+			qemu.GuestPing("ping-host", "", host, 5, 0),
+			qemu.GuestTCPReceive("hold", "", idlePort, 1), // up until the test is done with it
+		},
+		Timeout: 150 * time.Second,
+	})
 	var ln net.Listener
 	if err := v.NS.Do(func() (err error) { ln, err = net.Listen("tcp4", fmt.Sprintf("%s:%d", host, tcpToHost)); return }); err != nil {
 		t.Fatal(err)
@@ -82,6 +96,32 @@ func TestOwnedQueueVM(t *testing.T) {
 	if out, err := v.NS.Exec("ping", "-c", "5", "-i", "0.2", "-W", "3", guest).CombinedOutput(); err != nil {
 		t.Errorf("ping the owning guest: %v\n%s", err, out)
 	}
+	if !g2.WaitReady("hold", 90*time.Second) {
+		t.Errorf("the second guest never got ready")
+	}
+	if out, err := v.NS.Exec("ping", "-c", "3", "-i", "0.2", "-W", "3", guest2).CombinedOutput(); err != nil {
+		t.Errorf("ping the guest on the copy path: %v\n%s", err, out)
+	}
+	// Frames for the second guest put on the owner's queue: passed to the
+	// kernel and counted, never redirected into the owner's memory.
+	before := d.stats(t)[0].Kernel["xdp_owned_queue_passed"]
+	steer.Set(mac2, 1)
+	_ = v.NS.Exec("ping", "-c", "3", "-i", "0.2", "-W", "1", guest2).Run()
+	steer.Set(mac2, 0)
+	// The 3 echo requests, and any unicast ARP probe the namespace sent
+	// to the unanswering guest meanwhile.
+	misSteered := d.stats(t)[0].Kernel["xdp_owned_queue_passed"] - before
+	if misSteered < 3 || misSteered > 5 {
+		t.Errorf("frames for the second guest on the owned queue: %d counted as owned_queue_passed, want the 3 echo requests (and an ARP probe or two)", misSteered)
+	}
+	_ = v.NS.Do(func() error {
+		c, err := net.DialTimeout("tcp4", fmt.Sprintf("%s:%d", guest2, idlePort), 10*time.Second)
+		if err == nil {
+			c.Write([]byte{1})
+			c.Close()
+		}
+		return err
+	})
 	payload := make([]byte, xfer)
 	rand.Read(payload)
 	sum := sha256.Sum256(payload)
@@ -110,6 +150,10 @@ func TestOwnedQueueVM(t *testing.T) {
 	if up := res.Result("to-host"); !strings.HasPrefix(fromGuest, up.SentSHA256+"/") {
 		t.Errorf("guest -> host: host got %s, guest sent %s", fromGuest, up.SentSHA256)
 	}
+	res2 := g2.Wait()
+	if r := res2.Result("ping-host"); !r.OK {
+		t.Errorf("the second guest's pings to the namespace: %+v", r)
+	}
 	time.Sleep(300 * time.Millisecond)
 	t.Logf("xvswitch show stats:\n%s", d.cli(t, "show", "stats"))
 	st := d.stats(t)
@@ -120,8 +164,8 @@ func TestOwnedQueueVM(t *testing.T) {
 			if len(p.Queues) < 2 || p.Queues[1].RxPackets < xfer/1500 {
 				t.Errorf("nic0 queue 1 (owned) received too little: %+v", p.Queues)
 			}
-			if n := p.Kernel["xdp_owned_queue_passed"]; n != 0 {
-				t.Errorf("%d frames not for the owner arrived on its queue", n)
+			if n := p.Kernel["xdp_owned_queue_passed"]; n != misSteered {
+				t.Errorf("%d frames not for the owner arrived on its queue, want only the %d sent there", n, misSteered)
 			}
 		case "vmq":
 			if p.CopiedFrames != p.TxPackets || p.ZerocopyFrames != 0 {

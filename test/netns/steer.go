@@ -27,6 +27,26 @@ const (
 	skbDataEnd      = 80
 )
 
+// QueueSteering is a running SteerQueues program: its map can change.
+type QueueSteering struct {
+	t testing.TB
+	m *ebpf.Map
+}
+
+// Set makes frames to mac arrive on queue q from now on.
+func (s *QueueSteering) Set(mac string, q int) {
+	s.t.Helper()
+	hw, err := net.ParseMAC(mac)
+	if err != nil || len(hw) != 6 {
+		s.t.Fatalf("QueueSteering.Set: MAC %q: %v", mac, err)
+	}
+	var k [8]byte
+	copy(k[:], hw)
+	if err := s.m.Put(k, uint32(q)); err != nil {
+		s.t.Fatalf("steering map: %v", err)
+	}
+}
+
 // SteerQueues attaches the steering program to the inner end's egress:
 // a frame whose destination MAC is a key of queues is received on that
 // queue of the outer end, any other on queue def. It is detached in
@@ -35,7 +55,7 @@ const (
 // The program stores queue + 1: the kernel's transmit queue choice
 // (skb_tx_hash) reads a set queue_mapping as a recorded receive queue,
 // one above the queue it means.
-func (v *Veth) SteerQueues(t testing.TB, queues map[string]int, def int) {
+func (v *Veth) SteerQueues(t testing.TB, queues map[string]int, def int) *QueueSteering {
 	t.Helper()
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "xvs_steer_q", Type: ebpf.Hash, KeySize: 8, ValueSize: 4, MaxEntries: 64})
 	if err != nil {
@@ -48,14 +68,9 @@ func (v *Veth) SteerQueues(t testing.TB, queues map[string]int, def int) {
 		}
 	}
 	put([8]byte{}, def) // key 0: the default
+	qs := &QueueSteering{t: t, m: m}
 	for mac, q := range queues {
-		hw, err := net.ParseMAC(mac)
-		if err != nil || len(hw) != 6 {
-			t.Fatalf("SteerQueues: MAC %q: %v", mac, err)
-		}
-		var k [8]byte
-		copy(k[:], hw)
-		put(k, q)
+		qs.Set(mac, q)
 	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name:         "xvs_steer_q",
@@ -84,6 +99,7 @@ func (v *Veth) SteerQueues(t testing.TB, queues map[string]int, def int) {
 		t.Fatalf("attaching the steering program to %s's egress: %v", v.Inner, err)
 	}
 	t.Cleanup(func() { l.Close() })
+	return qs
 }
 
 // steerInstructions: key = the frame's first 6 bytes (its destination
