@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -87,7 +88,7 @@ func bindNIC(spec portspec.NIC, queues int, owned func(q int) bool) (_ *nicBindi
 	if err := b.steer.TrackHostAddrs(context.Background()); err != nil {
 		return nil, fmt.Errorf("vswitch: nic %s: tracking the host's addresses: %w", spec.Ifname, err)
 	}
-	if err := b.openSockets(spec, queues, owned); err != nil {
+	if err := b.openSockets(spec, queues, owned, false); err != nil {
 		return nil, err
 	}
 	// Slots for the longest frame the interface receives now, tagged; a
@@ -105,8 +106,11 @@ func bindNIC(spec portspec.NIC, queues int, owned func(q int) bool) (_ *nicBindi
 // openSockets makes the binding's UMEM and binds a socket to each of the
 // first queues rx queues that no VM owns. A socket cannot leave a UMEM's
 // registration (the first one bound holds it for all), so a change of
-// owners closes them all and opens a new set (nicPort.resocket).
-func (b *nicBinding) openSockets(spec portspec.NIC, queues int, owned func(q int) bool) (err error) {
+// owners closes them all and opens a new set (nicPort.resocket). With
+// skipBusy, a queue another socket still holds (EBUSY after bindQueue's
+// wait: someone else's UMEM) is left without one and logged, rather than
+// costing the port every queue.
+func (b *nicBinding) openSockets(spec portspec.NIC, queues int, owned func(q int) bool, skipBusy bool) (err error) {
 	b.socks = make([]*xsk.Socket, queues)
 	free := 0
 	for q := 0; q < queues; q++ {
@@ -132,6 +136,11 @@ func (b *nicBinding) openSockets(spec portspec.NIC, queues int, owned func(q int
 			continue
 		}
 		s, err := bindQueue(b.umem, b.ifindex, q, xsk.SocketConfig{Mode: socketMode(spec.Mode)})
+		if err != nil && skipBusy && errors.Is(err, unix.EBUSY) {
+			slog.Error("nic: a queue is held by another AF_XDP socket; the port leaves it without one (frames there go to the kernel)",
+				"ifname", spec.Ifname, "queue", q, "err", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("vswitch: nic %s queue %d: %w", spec.Ifname, q, err)
 		}

@@ -101,7 +101,7 @@ func (p *nicPort) resocket(sw *Switch) {
 	if err := b.closeSockets(); err != nil {
 		slog.Warn("nic: closing sockets for owned queues", "port", p.spec.Name, "err", err)
 	}
-	if err := b.openSockets(p.spec, len(p.queues), p.owned); err != nil {
+	if err := b.openSockets(p.spec, len(p.queues), p.owned, true); err != nil {
 		p.events.recoveryErrors.Add(1)
 		b.socks = make([]*xsk.Socket, len(p.queues))
 		slog.Error("nic: binding sockets after a change of queue owners failed; frames to the port are port_down",

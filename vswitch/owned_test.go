@@ -157,3 +157,50 @@ func foreignBind(ifname string, queue int) error {
 	_, err = bindQueue(u, ifi.Index, queue, xsk.SocketConfig{Mode: xsk.ModeCopy, Frames: 32, FillSize: 16, CompletionSize: 16, RXSize: 16, TXSize: 16})
 	return err
 }
+
+// TestGivenBackQueueHeldElsewhere: when a VM gives its queue back but
+// another AF_XDP socket (not the switch's) holds it by then, the NIC port
+// goes on with its other queues instead of losing them all.
+func TestGivenBackQueueHeldElsewhere(t *testing.T) {
+	require.Root(t)
+	require.Commands(t, "ping")
+	v1 := netns.NewVeth(t, netns.VethOptions{Queues: 2, InnerAddr: "10.96.0.1/24"})
+	v2 := netns.NewVeth(t, netns.VethOptions{InnerAddr: "10.96.0.2/24"})
+	v1.SteerQueues(t, nil, 1)
+	s := startTestSwitch(t, Config{Workers: 1})
+	for _, v := range []*netns.Veth{v1, v2} {
+		if err := s.AddNIC(portspec.NIC{Name: v.Outer, Ifname: v.Outer, Mode: portspec.ModeCopy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(s.removeAll)
+	spec, err := portspec.ParseVhost(filepath.Join(t.TempDir(), "vmown.sock") + ",mac=52:54:00:00:96:01,own=" + v1.Outer + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddVhost(spec); err != nil {
+		t.Fatal(err)
+	}
+	ifi, err := net.InterfaceByName(v1.Outer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := xsk.NewUMEM(xsk.UMEMConfig{FrameSize: 2048, NumFrames: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if _, err := bindQueue(u, ifi.Index, 0, xsk.SocketConfig{Mode: xsk.ModeCopy, Frames: 32, FillSize: 16, CompletionSize: 16, RXSize: 16, TXSize: 16}); err != nil {
+		t.Fatalf("binding another UMEM to the owned queue: %v", err)
+	}
+	if err := s.DelPort("vmown"); err != nil {
+		t.Fatal(err)
+	}
+	nic := s.byName[v1.Outer].drv.(*nicPort)
+	if socks := nic.bound.steer.Sockets(); len(socks) != 1 {
+		t.Fatalf("the NIC port's sockets: %v, want queue 1's alone", socks)
+	}
+	if !pingUntil(v2.NS, "10.96.0.1", 5*time.Second) {
+		t.Fatalf("the NIC port stopped forwarding: %+v", s.Stats())
+	}
+}
