@@ -1,6 +1,7 @@
 package guestmem
 
-// This is the only file of the package that uses unsafe. Its invariants:
+// This file and dirtylog_unsafe.go are the only ones of the package that
+// use unsafe. This one's invariants:
 //   - every accessor indexes the slice at the last byte it touches before
 //     taking a pointer, so an out-of-range offset panics as a bounds check
 //     would, instead of touching memory outside b (callers check offsets
@@ -70,9 +71,13 @@ func Fence(f *uint32) {
 }
 
 // ContainsHost reports whether the host address addr lies inside one of
-// m's mappings. A worker that took a memory fault (a front-end truncated
-// the file behind its guest memory) uses it to find which guest did it.
+// m's mappings, or in its dirty log (a front-end can truncate that file
+// too). A worker that took a memory fault (a front-end truncated the file
+// behind its guest memory) uses it to find which guest did it.
 func (m *Memory) ContainsHost(addr uintptr) bool {
+	if m.log != nil && m.log.Contains(addr) {
+		return true
+	}
 	for i := range m.regions {
 		h := m.regions[i].Host
 		if len(h) == 0 {

@@ -24,7 +24,8 @@ func (r *Region) userEnd() uint64  { return r.UserAddr + r.Size }
 // Memory is an immutable memory table. Rings hold a *Memory; replacing the
 // table means building a new Memory and new rings over it.
 type Memory struct {
-	regions []Region // sorted by GuestAddr, non-overlapping
+	regions []Region  // sorted by GuestAddr, non-overlapping
+	log     *DirtyLog // while the guest migrates: where writes are marked (logged.go)
 }
 
 // New validates a memory table and returns it. Regions must not overlap in

@@ -78,4 +78,7 @@ func (r *Ring) setKicks(flags uint32) {
 	}
 	r.kicks = flags
 	guestmem.StoreRelease32(r.dev, 0, flags<<16) // off_wrap 0: unused by enable/disable
+	if r.dirty != nil {
+		r.dirty.LogWrite(r.dev[:eventSize])
+	}
 }

@@ -36,6 +36,7 @@ func (r *Ring) Push(used []virtq.Used) error {
 		return virtq.ErrBroken
 	}
 	p := publisher{first: -1}
+	from, pushed := r.usedIdx, r.sincePushed
 	var err error
 	if r.inOrder {
 		err = r.pushInOrder(used, &p)
@@ -44,6 +45,9 @@ func (r *Ring) Push(used []virtq.Used) error {
 	}
 	if p.first >= 0 {
 		guestmem.StoreRelease32(r.desc, p.first+offIDFlags, p.firstWord)
+	}
+	if r.dirty != nil {
+		r.logSlots(from, r.sincePushed-pushed)
 	}
 	if err != nil {
 		return r.fail(fmt.Errorf("packed: push: %w", err))

@@ -10,11 +10,14 @@ import (
 // Ring is the device side of one packed virtqueue. It implements virtq.Ring;
 // like every ring it belongs to one goroutine at a time.
 type Ring struct {
-	mem  *guestmem.Memory
-	hint *guestmem.Region // region of the last buffer translated (translate.go)
-	desc []byte           // size descriptors, 16-byte aligned
-	drv  []byte           // driver event suppression: read by us
-	dev  []byte           // device event suppression: written by us
+	mem *guestmem.Memory
+	// dirty is mem while its writes are logged (live migration), else
+	// nil: the one check the write paths make (dirtylog.go).
+	dirty *guestmem.Memory
+	hint  *guestmem.Region // region of the last buffer translated (translate.go)
+	desc  []byte           // size descriptors, 16-byte aligned
+	drv   []byte           // driver event suppression: read by us
+	dev   []byte           // device event suppression: written by us
 	// writeMask is flagWrite, or 0 on a ReadOnly ring (virtq.Config).
 	writeMask uint16
 	size      uint16
@@ -112,6 +115,9 @@ func New(cfg virtq.Config) (*Ring, error) {
 	}
 	if cfg.ReadOnly {
 		r.writeMask = 0
+	}
+	if cfg.Mem.Log() != nil {
+		r.dirty = cfg.Mem
 	}
 	r.setAvail(availIdx, cfg.Base&wrapBit != 0)
 	// The table has a region: the descriptor ring was found in one.

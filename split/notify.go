@@ -35,6 +35,7 @@ func (r *Ring) NeedNotify() bool {
 func (r *Ring) EnableKicks() {
 	if r.eventIdx {
 		guestmem.Store16(r.used, availEventOff(int(r.size)), r.lastAvail)
+		r.logAvailEvent()
 	} else {
 		r.usedFlags &^= usedFNoNotify
 		r.publishUsed()
@@ -50,6 +51,7 @@ func (r *Ring) EnableKicks() {
 func (r *Ring) DisableKicks() {
 	if r.eventIdx {
 		guestmem.Store16(r.used, availEventOff(int(r.size)), r.lastAvail-1)
+		r.logAvailEvent()
 		return
 	}
 	r.usedFlags |= usedFNoNotify

@@ -42,6 +42,9 @@ func (r *Ring) Push(used []virtq.Used) error {
 		binary.LittleEndian.PutUint64(r.used[off:off+8], uint64(used[i].ID)|uint64(used[i].Len)<<32)
 		u++
 	}
+	if r.dirty != nil {
+		r.logUsed(r.usedIdx, len(used))
+	}
 	r.usedIdx = u
 	r.nInFlight -= len(used)
 	r.publishUsed()
@@ -53,4 +56,7 @@ func (r *Ring) Push(used []virtq.Used) error {
 // free and needs no read of guest memory.
 func (r *Ring) publishUsed() {
 	guestmem.StoreRelease32(r.used, 0, uint32(r.usedFlags)|uint32(r.usedIdx)<<16)
+	if r.dirty != nil {
+		r.dirty.LogWrite(r.used[:4])
+	}
 }

@@ -10,7 +10,10 @@ import (
 // Ring is the device side of one split virtqueue. It is owned by one
 // goroutine at a time (see virtq.Ring).
 type Ring struct {
-	mem   *guestmem.Memory
+	mem *guestmem.Memory
+	// dirty is mem while its writes are logged (live migration), else
+	// nil: the one check the write paths make (dirtylog.go).
+	dirty *guestmem.Memory
 	desc  []byte // descriptor table, 16*size bytes, 16-aligned
 	avail []byte // avail ring, 6+2*size bytes, 4-aligned
 	used  []byte // used ring, 6+8*size bytes, 4-aligned
@@ -108,6 +111,9 @@ func New(cfg virtq.Config) (*Ring, error) {
 	}
 	if cfg.ReadOnly {
 		r.writeMask = 0
+	}
+	if cfg.Mem.Log() != nil {
+		r.dirty = cfg.Mem
 	}
 	w := guestmem.LoadAcquire32(used, 0)
 	r.usedFlags = uint16(w) & usedFNoNotify

@@ -232,6 +232,9 @@ type Info struct {
 	Status    uint8  // virtio device status (SET_STATUS), with NEEDS_RESET once broken
 	Regions   int    // guest memory regions mapped
 	Offered   uint64 // virtio features offered
+	// Logging: the device's writes go to a dirty log (the guest is
+	// migrating away: VHOST_F_LOG_ALL and SET_LOG_BASE).
+	Logging bool
 	// LastError is why the last session ended, if it did not end cleanly
 	// (the device was broken, or the connection failed).
 	LastError error
@@ -259,6 +262,7 @@ func (d *Device) Info() Info {
 	}
 	inf.Status = s.status
 	inf.Regions = len(s.maps)
+	inf.Logging = s.logging()
 	return inf
 }
 

@@ -21,7 +21,8 @@ func TestNegotiation(t *testing.T) {
 	f := vhosttest.Connect(t, d)
 	want := uint64(1)<<virtq.FeatureVersion1 | 1<<virtq.FeatureRingPacked | 1<<virtq.FeatureEventIdx |
 		1<<virtq.FeatureIndirectDesc | 1<<vhost.NetFeatureMrgRxbuf | 1<<vhost.NetFeatureStatus | 1<<vhost.FeatureProtocolFeatures |
-		1<<vhost.NetFeatureMTU | 1<<vhost.NetFeatureMAC | 1<<vhost.NetFeatureMQ | 1<<virtq.FeatureInOrder
+		1<<vhost.NetFeatureMTU | 1<<vhost.NetFeatureMAC | 1<<vhost.NetFeatureMQ | 1<<virtq.FeatureInOrder |
+		1<<vhost.NetFeatureGuestAnnounce | 1<<vhost.FeatureLogAll
 	if got := f.CallU64(vhosttest.ReqGetFeatures); got != want {
 		t.Fatalf("GET_FEATURES = %#x, want %#x", got, want)
 	}

@@ -23,6 +23,9 @@ var (
 	ErrBadQueue    = errors.New("vhost: queue index out of range")
 	ErrBadFeatures = errors.New("vhost: front-end set features the device does not offer")
 	ErrBadMemTable = errors.New("vhost: unusable memory table")
+	// ErrBadLog: SET_LOG_BASE gave a dirty log the device cannot map
+	// safely (no fd, a size or offset out of bounds, a file too short).
+	ErrBadLog = errors.New("vhost: unusable dirty log")
 	// ErrFeaturesChanged: SET_FEATURES changed what started rings cannot
 	// change (the ring kind).
 	ErrFeaturesChanged = errors.New("vhost: features changed under started rings")

@@ -88,6 +88,8 @@ var featureBits = map[uint]string{
 	NetFeatureMrgRxbuf:        "mrg_rxbuf",
 	NetFeatureStatus:          "status",
 	NetFeatureMQ:              "mq",
+	NetFeatureGuestAnnounce:   "guest_announce",
+	FeatureLogAll:             "log_all",
 }
 
 // featureNames writes a feature word as its bits' names, low bits first.

@@ -14,7 +14,7 @@ import (
 
 // owns reports whether addr lies in the session's guest memory.
 func (s *session) owns(addr uintptr) bool {
-	return s.mem != nil && s.mem.ContainsHost(addr)
+	return s.mem != nil && s.mem.ContainsHost(addr) || s.ownsLog(addr)
 }
 
 // handleProtected is handle with faults on the session's guest memory

@@ -13,6 +13,8 @@ func offeredFeatures(cfg *Config) uint64 {
 		1<<virtq.FeatureIndirectDesc |
 		1<<NetFeatureMrgRxbuf |
 		1<<NetFeatureStatus |
+		1<<NetFeatureGuestAnnounce |
+		1<<FeatureLogAll |
 		1<<FeatureProtocolFeatures
 	if !cfg.NoInOrder {
 		f |= 1 << virtq.FeatureInOrder
@@ -31,10 +33,12 @@ func offeredFeatures(cfg *Config) uint64 {
 
 // offeredProtocolFeatures is what GET_PROTOCOL_FEATURES returns. RARP is
 // offered because SEND_RARP is how a migrated guest without GUEST_ANNOUNCE
-// gets announced. CONFIG is offered for front-ends that read the device
+// gets announced. LOG_SHMFD is what QEMU needs, with VHOST_F_LOG_ALL, to
+// allow migration at all (the dirty log in a memfd it shares). CONFIG is offered for front-ends that read the device
 // config through GET_CONFIG (QEMU's virtio-net masks it and serves the
 // config space itself).
 const offeredProtocolFeatures = uint64(1)<<ProtoMQ |
+	1<<ProtoLogShmFD |
 	1<<ProtoRARP |
 	1<<ProtoReplyAck |
 	1<<ProtoMTU |

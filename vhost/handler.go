@@ -43,6 +43,10 @@ func (d *Device) handle(s *session, m *message) ([]byte, error) {
 		}
 	case reqSetMemTable:
 		err = d.setMemTable(s, m)
+	case reqSetLogBase:
+		err = d.setLogBase(s, m)
+	case reqSetLogFD:
+		err = d.setLogFD(s, m)
 	case reqAddMemReg:
 		err = d.addMemReg(s, m)
 	case reqRemMemReg:

@@ -64,7 +64,10 @@ func (r request) String() string {
 func (r request) hasReply() bool {
 	switch r {
 	case reqGetFeatures, reqGetProtocolFeatures, reqGetVringBase, reqGetQueueNum,
-		reqGetConfig, reqGetMaxMemSlots, reqGetStatus:
+		reqGetConfig, reqGetMaxMemSlots, reqGetStatus,
+		// With LOG_SHMFD, QEMU waits for an (empty) reply once the log
+		// is mapped (vhost_user_set_log_base).
+		reqSetLogBase:
 		return true
 	}
 	return false
@@ -116,6 +119,10 @@ const (
 // speaks GET/SET_PROTOCOL_FEATURES.
 const FeatureProtocolFeatures = 30
 
+// FeatureLogAll is VHOST_F_LOG_ALL: the front-end may ask for every write
+// to guest memory to be logged (live migration, dirtylog.go).
+const FeatureLogAll = 26
+
 // virtio-net feature bits the device offers (virtio spec 5.1.3).
 const (
 	NetFeatureMTU      = 3  // VIRTIO_NET_F_MTU
@@ -123,6 +130,11 @@ const (
 	NetFeatureMrgRxbuf = 15 // VIRTIO_NET_F_MRG_RXBUF
 	NetFeatureStatus   = 16 // VIRTIO_NET_F_STATUS
 	NetFeatureMQ       = 22 // VIRTIO_NET_F_MQ
+	// NetFeatureGuestAnnounce lets the guest announce itself after a
+	// migration (VIRTIO_NET_F_GUEST_ANNOUNCE). QEMU serves it (the
+	// announce status bit, the control queue's ack) and, for a guest that
+	// negotiated it, sends no SEND_RARP.
+	NetFeatureGuestAnnounce = 21
 )
 
 // Device status bits (virtio spec 2.1).

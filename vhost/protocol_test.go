@@ -158,7 +158,7 @@ func TestMalformed(t *testing.T) {
 			return f.SendMsg(vhosttest.ReqSetVringNum, vhosttest.FlagVersion|vhosttest.FlagNeedReply, vhosttest.VringState(0, 65536))
 		}, true, vhost.ErrBadMessage},
 		{"protocol features not offered", func(f *vhosttest.FrontEnd) error {
-			return f.SendMsg(vhosttest.ReqSetProtocolFeatures, vhosttest.FlagVersion|vhosttest.FlagNeedReply, vhosttest.U64(1<<vhost.ProtoLogShmFD))
+			return f.SendMsg(vhosttest.ReqSetProtocolFeatures, vhosttest.FlagVersion|vhosttest.FlagNeedReply, vhosttest.U64(1<<vhost.ProtoBackendReq))
 		}, true, vhost.ErrBadFeatures},
 	}
 	for _, tc := range cases {

@@ -55,7 +55,7 @@ func (d *Device) tryStart(s *session, q *Queue) error {
 	resumed := false
 	if c.ring == nil {
 		cfg := virtq.Config{
-			Mem: s.mem, Size: uint16(c.num),
+			Mem: s.ringMem(), Size: uint16(c.num),
 			Desc: c.addr.desc, Driver: c.addr.avail, Device: c.addr.used,
 			Features: ringFeatures(s.packed(), q.index, s.features), Base: ringBase(s.packed(), c.base),
 			// The guest's transmit queues (odd indexes) are only read.
@@ -83,11 +83,14 @@ func (d *Device) tryStart(s *session, q *Queue) error {
 func (d *Device) ensureNetQueue(s *session, q *Queue) {
 	c := &q.ctl
 	mf := virtionet.MaxFrameLen(d.mtu(s))
-	if c.netSID == s.id && c.netFeatures == s.features && c.netMaxFrame == mf {
+	// LOG_ALL changes nothing of virtio-net (the ring brings the log):
+	// logging turned on keeps the queue and its counters.
+	f := s.features &^ (1 << FeatureLogAll)
+	if c.netSID == s.id && c.netFeatures == f && c.netMaxFrame == mf {
 		return
 	}
-	c.netSID, c.netFeatures, c.netMaxFrame = s.id, s.features, mf
-	nc := virtionet.QueueConfig{Index: q.index, Features: s.features, MaxFrame: mf, Call: s.callLine(q.index)}
+	c.netSID, c.netFeatures, c.netMaxFrame = s.id, f, mf
+	nc := virtionet.QueueConfig{Index: q.index, Features: f, MaxFrame: mf, Call: s.callLine(q.index)}
 	if q.index%2 == 0 {
 		q.rx.Store(virtionet.NewRxQueue(nil, nc))
 	} else {
@@ -97,7 +100,7 @@ func (d *Device) ensureNetQueue(s *session, q *Queue) {
 
 func (d *Device) newActive(s *session, q *Queue) *Active {
 	c := &q.ctl
-	return &Active{Rx: q.rx.Load(), Tx: q.tx.Load(), Ring: c.ring, Mem: s.mem,
+	return &Active{Rx: q.rx.Load(), Tx: q.tx.Load(), Ring: c.ring, Mem: s.ringMem(),
 		Features: s.features, Index: q.index,
 		q: q, session: s.id, kickFD: c.kickFD}
 }

@@ -24,6 +24,12 @@ type session struct {
 	maps     []*mapping
 	mem      *guestmem.Memory
 	rng      *memRange // the range maps lie in (Config.Contiguous), else nil
+	// The dirty log of SET_LOG_BASE, the fd of SET_LOG_FD (-1: none), and
+	// the logged copy of mem rings are built over (dirtylog.go).
+	log      *logArea
+	logFD    int
+	logged   *guestmem.Memory
+	loggedOf *guestmem.Memory
 	ready    bool
 	pairsUp  []bool // by queue pair, from 1: running (logged when it changes)
 	ending   bool   // endSession is tearing it down
@@ -64,7 +70,7 @@ func (d *Device) ServeConn(c *net.UnixConn) error {
 		return ErrBusy
 	}
 	d.nextSID++
-	s := &session{id: d.nextSID, mc: newMsgConn(c), nq: len(d.queues)}
+	s := &session{id: d.nextSID, mc: newMsgConn(c), nq: len(d.queues), logFD: -1}
 	n, err := d.newNotifier(s)
 	if err != nil {
 		d.mu.Unlock()
@@ -189,6 +195,7 @@ func (d *Device) endSession(s *session, err error) error {
 	released := d.resetRings()
 	d.changeMemory(s.rng, nil, s.maps, released)
 	if released {
+		s.endLog()
 		// No poller can reach the session's queues any more, so none
 		// signals its Notifier again. Otherwise it stays, like the
 		// mappings, rather than close an fd a poller may still write.

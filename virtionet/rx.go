@@ -3,6 +3,7 @@ package virtionet
 import (
 	"encoding/binary"
 
+	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/virtq"
 )
 
@@ -61,6 +62,10 @@ type RxQueue struct {
 	busy     bool
 	unplaced int
 
+	// dirty is the ring's memory while its writes are logged (live
+	// migration), else nil (dirtylog.go).
+	dirty *guestmem.Memory
+
 	hdr [HeaderLen]byte // zero except num_buffers: we offer no offloads
 	src source
 }
@@ -70,6 +75,7 @@ func NewRxQueue(ring virtq.Ring, cfg QueueConfig) *RxQueue {
 	q := &RxQueue{}
 	q.init(ring, cfg)
 	q.mrg = virtq.Has(cfg.Features, FeatureMrgRxbuf)
+	q.dirty = loggedMemory(ring)
 	return q
 }
 
@@ -179,7 +185,11 @@ func (q *RxQueue) placeOne(f *Frames, i int) (bool, DropReason) {
 	}
 	q.setNumBuffers(1)
 	q.src.start(q.hdr[:q.hdrLen], f.segs[i])
-	if w := q.src.writeTo(b.Writable(ci), need); w != need {
+	w := q.src.writeTo(b.Writable(ci), need)
+	if q.dirty != nil {
+		q.dirty.LogWritten(b.Writable(ci), w)
+	}
+	if w != need {
 		// The ring's WriteLen overstated its segments: a ring bug, not
 		// the guest's; do not hand the guest a truncated frame.
 		q.stage(c, 0)
@@ -234,6 +244,9 @@ func (q *RxQueue) placeMerged(f *Frames, i int) (bool, DropReason) {
 		b, ci := q.chainAt(j)
 		c := &b.Chains[ci]
 		w := q.src.writeTo(b.Writable(ci), int(c.WriteLen))
+		if q.dirty != nil {
+			q.dirty.LogWritten(b.Writable(ci), w)
+		}
 		q.used[q.nused+j] = virtq.Used{ID: c.ID, Descs: c.Descs, Len: uint32(w)}
 	}
 	q.nused += k
@@ -421,6 +434,7 @@ func (q *RxQueue) Flush() error {
 // or anyone while no worker polls the queue, may call it.
 func (q *RxQueue) Reset(ring virtq.Ring) {
 	q.ring = ring
+	q.dirty = loggedMemory(ring)
 	q.err = nil
 	q.nused = 0
 	q.stagedFrames, q.stagedBytes = 0, 0

@@ -22,6 +22,9 @@ type vhostPort struct {
 	toGuest   []*vhostToGuest   // over the guest's RX virtqueues
 	state     atomic.Value
 	owner     *ownerSockets // the sockets of its owned NIC queues (own=), or nil
+	// announce sends a RARP from a MAC on the port's behalf (SEND_RARP,
+	// announce.go).
+	announce func(mac net.HardwareAddr)
 }
 
 // vhostFromGuest is an ingress queue: the frames a guest sends on one of
@@ -53,6 +56,7 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		}
 	}()
 	p := &vhostPort{spec: spec}
+	p.announce = func(mac net.HardwareAddr) { s.announce(spec.Name, mac, nil) }
 	p.state.Store("waiting")
 	var mac net.HardwareAddr
 	var key uint64
@@ -132,10 +136,10 @@ func (p *vhostPort) event(e vhost.Event) {
 		if p.state.Load() != "broken" {
 			p.state.Store("waiting")
 		}
+	case vhost.EventRARP:
+		// The guest migrated here and cannot announce itself.
+		p.announce(e.MAC)
 	}
-	// EventRARP needs nothing: a migrated guest asks for a RARP to
-	// announce its MAC, and learning from the guest's next frame does the
-	// same for this switch.
 }
 
 func (p *vhostPort) IngressQueues() []IngressQueue { return asQueues[IngressQueue](p.fromGuest) }
@@ -150,6 +154,9 @@ func (p *vhostPort) Info() ctl.PortInfo {
 			ring = "packed"
 		}
 		detail = fmt.Sprintf("%s ring=%s mtu=%d", p.spec.Path, ring, in.MTU)
+		if in.Logging {
+			detail += " migrating"
+		}
 	}
 	if p.spec.Client {
 		detail += " client"

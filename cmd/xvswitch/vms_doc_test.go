@@ -22,6 +22,8 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite docs/vms.md's generate
 const (
 	docQEMUSock = "/run/vhost-user/vm1.sock"
 	docXvsSock  = "/run/xvswitch/vm2.sock"
+	docMigSrc   = "/run/xvswitch/vm3.sock"     // TestLiveMigration's ports
+	docMigDst   = "/run/xvswitch/vm3-new.sock" // (the guest moves to the second)
 	docScratch  = "/tmp/xvs-vms/"
 )
 
@@ -50,7 +52,14 @@ func vmsDocBlocks() map[string]string {
 	dom := lvDomain(docScratch+"vmlinux", docScratch+"initrd.img", qemu.KernelCmdline(lvGuest(docQEMUSock, docXvsSock)),
 		[]string{docScratch + "console.log", docScratch + "reports.log"}, docQEMUSock, docXvsSock, false)
 	dom.Name = "xvs-vm"
+	migSrc, migDst := migGuest(docMigSrc, false), migGuest(docMigDst, false)
+	migDst.Incoming = "unix:" + docScratch + "migrate.sock"
 	return map[string]string{
+		"xvswitch-migrate": shellLine(append([]string{"xvswitch", "run"}, migSwitchArgs("eth1", docMigSrc, docMigDst)...)),
+		"qemu-migrate-src": shellLine(append(append([]string{"qemu-system-x86_64"}, boot(migSrc)...),
+			qemu.MonitorArgs(migSrc, docScratch+"qmp-src.sock")...)),
+		"qemu-migrate-dst": shellLine(append(append([]string{"qemu-system-x86_64"}, boot(migDst)...),
+			qemu.MonitorArgs(migDst, docScratch+"qmp-dst.sock")...)),
 		"xvswitch-qemu":     shellLine(append([]string{"xvswitch", "run"}, qSwitchPorts(docQEMUSock, docXvsSock)...)),
 		"qemu-vm1":          shellLine(append([]string{"qemu-system-x86_64"}, boot(vm1)...)),
 		"qemu-vm2":          shellLine(append([]string{"qemu-system-x86_64"}, boot(vm2)...)),
@@ -93,7 +102,7 @@ func shellLine(args []string) string {
 }
 
 var breakBefore = map[string]bool{"-object": true, "-kernel": true, "-append": true, "-serial": true,
-	"-chardev": true, "-netdev": true, "-device": true, "--vhost": true}
+	"-chardev": true, "-netdev": true, "-device": true, "--vhost": true, "-qmp": true, "-incoming": true}
 
 var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
 

@@ -171,6 +171,12 @@ type GuestConfig struct {
 	// /xvs/NAME (executable), from the host file each name maps to:
 	// programs GuestTool built, for commands to run.
 	Files map[string]string
+	// Monitor gives QEMU a QMP socket (Guest.QMPPath) for a test that
+	// drives it (live migration: migrate.go).
+	Monitor bool
+	// Incoming, when set, starts QEMU waiting for a migration stream on
+	// that URI ("unix:/path") instead of booting: StartIncoming.
+	Incoming string
 }
 
 func (c *GuestConfig) validate() error {

@@ -49,6 +49,8 @@ type Guest struct {
 	cmd     *exec.Cmd
 	console string // file: kernel console (ttyS0)
 	reports string // file: XVS- lines (ttyS1)
+	qmp     string // QMP socket, with GuestConfig.Monitor
+	initrd  string // the run's initrd, which a migration target boots too
 	qemuOut bytes.Buffer
 	start   time.Time
 
@@ -70,18 +72,29 @@ func StartGuest(t testing.TB, cfg GuestConfig) *Guest {
 	}
 	img := EnsureGuest(t)
 	dir := t.TempDir()
+	macs := guestMACs(cfg.NICs)
+	initrd := filepath.Join(dir, "initrd.img")
+	if err := writeRunInitrd(initrd, img, guestScript(&cfg, macs), cfg.Files); err != nil {
+		t.Fatalf("guest initrd: %v", err)
+	}
+	return startQEMU(t, cfg, macs, img.Kernel, initrd, dir)
+}
+
+// startQEMU starts QEMU for cfg with its serial files and QMP socket in
+// dir.
+func startQEMU(t testing.TB, cfg GuestConfig, macs []string, kernel, initrd, dir string) *Guest {
+	t.Helper()
 	g := &Guest{
-		t: t, cfg: cfg,
+		t: t, cfg: cfg, macs: macs, initrd: initrd,
 		console: filepath.Join(dir, "console.log"),
 		reports: filepath.Join(dir, "reports.log"),
 		exited:  make(chan struct{}),
 	}
-	g.macs = guestMACs(cfg.NICs)
-	initrd := filepath.Join(dir, "initrd.img")
-	if err := writeRunInitrd(initrd, img, guestScript(&cfg, g.macs), cfg.Files); err != nil {
-		t.Fatalf("guest initrd: %v", err)
+	args := qemuArgs(&cfg, g.macs, kernel, initrd, g.console, g.reports)
+	if cfg.Monitor {
+		g.qmp = filepath.Join(dir, "qmp.sock")
 	}
-	args := qemuArgs(&cfg, g.macs, img.Kernel, initrd, g.console, g.reports)
+	args = append(args, MonitorArgs(cfg, g.qmp)...)
 	t.Logf("guest: qemu-system-x86_64 %s", strings.Join(args, " "))
 	g.cmd = exec.Command("qemu-system-x86_64", args...)
 	g.cmd.Stdout = &g.qemuOut
