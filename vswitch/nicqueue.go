@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xvswitch/xvswitch/virtionet"
 	"github.com/xvswitch/xvswitch/xsk"
 )
 
@@ -46,6 +47,9 @@ type nicQueue struct {
 	// txVia is the queue that transmits for this one while a VM owns
 	// this one's rx queue and the port has no socket here (nicowned.go).
 	txVia atomic.Pointer[nicQueue]
+	// fin finishes guests' offloaded frames before they leave (segment.go);
+	// used under the egress queue's lock, like Transmit.
+	fin *finisher
 	// busy is the socket whose frames a burst holds, between Receive and
 	// Release (detachWait waits for it).
 	busy atomic.Pointer[xsk.Socket]
@@ -156,10 +160,16 @@ func (q *nicQueue) Release(*Burst) error {
 func (q *nicQueue) Waker() Waker { return Waker{FD: q.epfd} }
 
 // Transmit copies the selected frames into UMEM frames and sends them with
-// one kick.
+// one kick. Frames a guest left a checksum or segmentation to are finished
+// in software first (segment.go): AF_XDP has no TSO.
 func (q *nicQueue) Transmit(b *Burst, mask Mask, c *Counts) {
+	transmitFinishing(&q.fin, b, mask, c, virtionet.Offloads{}, q)
+}
+
+// sendAsIs is Transmit for frames that are complete.
+func (q *nicQueue) sendAsIs(b *Burst, mask Mask, c *Counts) {
 	if v := q.txVia.Load(); v != nil {
-		v.Transmit(b, mask, c) // never delegates again: v has a socket
+		v.sendAsIs(b, mask, c) // never delegates again: v has a socket
 		return
 	}
 	q.mu.Lock()
