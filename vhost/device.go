@@ -43,6 +43,10 @@ type Config struct {
 	// and against drivertest's in-order model). A data path that completes
 	// out of order must set it.
 	NoInOrder bool
+	// NoOffloads stops the checksum and TSO offloads from being offered
+	// (a port's offloads=off): guests then checksum and segment every
+	// frame themselves.
+	NoOffloads bool
 	// DisableFeatures removes virtio feature bits from the offer (for
 	// example 1<<virtq.FeatureRingPacked to force the split ring).
 	DisableFeatures uint64
