@@ -58,6 +58,7 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 	var flood Mask
 	peer := int(src.peer.Load()) - 1
 	ownMAC, srcCheck := src.mac, src.srcCheck
+	lastSrc, lastDst, last := noMAC, noMAC, destFlood
 	for i := 0; i < n; i++ {
 		f := &w.fb.f[i]
 		rc.packets++
@@ -79,18 +80,20 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 			masks[peer] |= bit
 			continue
 		}
-		w.fdb.Learn(sk, src.idx)
-		if dst := MACKey(h[0:6]); dst&groupBit == 0 {
-			if p := w.fdb.Lookup(dst); p >= 0 && p < len(ports) && ports[p] != nil {
-				if p == src.idx {
-					rc.Drop(DropHairpin)
-				} else {
-					masks[p] |= bit
-				}
-				continue
-			}
+		// A burst is mostly one flow: a frame with the previous one's
+		// MACs goes where it went, without the FDB (bridge.go).
+		if dk := MACKey(h[0:6]); sk != lastSrc || dk != lastDst {
+			lastSrc, lastDst = sk, dk
+			last = w.bridgeDest(sk, dk, src.idx, ports)
 		}
-		flood |= bit
+		switch {
+		case last >= 0:
+			masks[last] |= bit
+		case last == destFlood:
+			flood |= bit
+		default:
+			rc.Drop(DropHairpin)
+		}
 	}
 	if peer >= 0 && (peer >= len(ports) || ports[peer] == nil) {
 		// The partner was deleted: nothing can take these frames.
