@@ -194,6 +194,11 @@ func (q *Queue) Owns(addr uintptr) bool {
 	return false
 }
 
+// Running reports whether Begin would find the queue running now (a
+// started and enabled ring over a memory table). A hint for choosing
+// among queues: the answer may change at any time, and Begin decides.
+func (q *Queue) Running() bool { return q.cur.Load().act != nil }
+
 // WaitFD is a file descriptor (an epoll instance) that becomes readable
 // when the guest kicks this queue or when the queue's state changes
 // (started, stopped, memory replaced). A poller adds it to its own epoll

@@ -11,7 +11,8 @@ const ethHeaderLen = 14
 // forwarder is a worker's per-burst state: the burst it receives into and
 // one destination mask per port. It is owned by one worker; nothing in it
 // is shared, so forwarding a burst takes no lock except each output
-// queue's, once per burst.
+// queue's, once per burst, and not even that while it is the only worker
+// with queues to poll (egress.go).
 type forwarder struct {
 	id      int
 	fdb     *FDB
@@ -136,14 +137,7 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 			w.owed -= m.Count()
 			continue
 		}
-		eg := out.out[w.id%len(out.out)]
-		eg.mu.Lock()
-		w.held = eg // released by recoverFault if the transmit faults
-		eg.q.Transmit(&w.fb, m, &w.tc)
-		w.tc.flushEgress(eg.stats)
-		w.owed -= m.Count()
-		w.held = nil
-		eg.mu.Unlock()
+		w.transmit(snap, out, m) // egress.go
 	}
 	rerr := in.q.Release(&w.fb)
 	w.inFlight = 0

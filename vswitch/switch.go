@@ -96,9 +96,35 @@ func (s *Switch) stopWorkers() {
 
 // publish installs a new snapshot of s.ports and waits until every running
 // worker forwards with it. Called with s.mu held.
+//
+// A solo worker transmits without egress locks (egress.go), so no other
+// worker may transmit while it still forwards with a snapshot that made
+// it solo, and it may not start lock-free while another still forwards
+// with an older snapshot. Workers forward with at most two snapshots at
+// a time (this one and the last), so when the solo worker changes, the
+// old port table is first published again with none solo, then the new
+// one with none solo, each awaited, and only then the new one as it is.
 func (s *Switch) publish() {
+	old := s.snap.Load()
+	snap := buildSnapshot(0, append([]*port(nil), s.ports...), len(s.workers))
+	if old.solo != snap.solo {
+		if old.solo >= 0 {
+			s.gen++
+			s.install(old.withSolo(s.gen, -1))
+		}
+		if snap.solo >= 0 {
+			s.gen++
+			s.install(snap.withSolo(s.gen, -1))
+		}
+	}
 	s.gen++
-	snap := buildSnapshot(s.gen, append([]*port(nil), s.ports...), len(s.workers))
+	snap.gen = s.gen
+	s.install(snap)
+}
+
+// install makes snap what the workers forward with and waits until every
+// running worker does. Called with s.mu held.
+func (s *Switch) install(snap *snapshot) {
 	s.snap.Store(snap)
 	for _, w := range s.workers {
 		w.wake()
@@ -147,6 +173,7 @@ func (s *Switch) addSecuredPort(name string, drv PortDriver, sec security) (*por
 		return nil, fmt.Errorf("%w (max %d)", ErrTooManyPorts, MaxPorts)
 	}
 	p := newPort(idx, name, drv)
+	p.spread(len(s.workers))
 	p.mac, p.srcCheck = sec.mac, sec.srcCheck()
 	if sec.mac != 0 {
 		if err := s.fdb.AddStatic(sec.mac, idx); err != nil {

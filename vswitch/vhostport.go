@@ -183,6 +183,9 @@ func (r *vhostFromGuest) Waker() Waker {
 	return Waker{FD: r.q.WaitFD(), Arm: r.q.Arm, Disarm: r.q.Disarm, Drain: r.q.Drain}
 }
 
+// running: see liveEgress. A guest enables only the queue pairs it uses.
+func (t *vhostToGuest) running() bool { return t.q.Running() }
+
 // Transmit copies the selected frames into the guest's receive buffers.
 func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
 	a := t.q.Begin()
