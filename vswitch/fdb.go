@@ -69,6 +69,17 @@ func (c *Clock) Now() uint32 { return c.now.Load() }
 // Set sets the clock's seconds.
 func (c *Clock) Set(s uint32) { c.now.Store(s) }
 
+// Advance sets the clock's seconds to s unless it is ahead already: the
+// housekeeper and waking workers both advance it, and it never goes back.
+func (c *Clock) Advance(s uint32) {
+	for {
+		old := c.now.Load()
+		if s <= old || c.now.CompareAndSwap(old, s) {
+			return
+		}
+	}
+}
+
 // NewFDB returns a table for at least capacity MACs, at most 50% full so
 // probe chains stay short.
 func NewFDB(capacity int, clock *Clock) *FDB {
@@ -266,6 +277,24 @@ func (f *FDB) FlushPort(port int) int {
 func (f *FDB) Age(maxAge uint32) int {
 	now := f.clock.Now()
 	return f.sweep(func(e uint64, seen uint32) bool { return e&entryStatic == 0 && now-seen >= maxAge })
+}
+
+// NextExpiry is the Clock second at which the first learned entry ages
+// out after maxAge seconds, and false if no learned entry exists: the
+// housekeeper sleeps until then when nothing else needs the clock.
+func (f *FDB) NextExpiry(maxAge uint32) (uint32, bool) {
+	var next uint32
+	found := false
+	for i := range f.entries {
+		e := f.entries[i].Load()
+		if e == entryEmpty || e == entryTombstone || e&entryStatic != 0 {
+			continue
+		}
+		if at := f.seen[i].Load() + maxAge; !found || at < next {
+			next, found = at, true
+		}
+	}
+	return next, found
 }
 
 func (f *FDB) sweep(drop func(e uint64, seen uint32) bool) int {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,9 @@ type Switch struct {
 	start   time.Time
 	// fdbChanged wakes the housekeeper when a MAC was learned or moved.
 	fdbChanged chan struct{}
-	caps       captures // running captures (capture.go)
+	// awake tells the housekeeper that a worker woke (workerAwake).
+	awake chan struct{}
+	caps  captures // running captures (capture.go)
 }
 
 // New makes a switch with no ports; Run starts it.
@@ -48,7 +51,7 @@ func New(cfg Config) (*Switch, error) {
 	if cfg.IdleAfter == 0 {
 		cfg.IdleAfter = DefaultIdleAfter
 	}
-	s := &Switch{cfg: cfg, byName: map[string]*port{}, start: time.Now(), fdbChanged: make(chan struct{}, 1)}
+	s := &Switch{cfg: cfg, byName: map[string]*port{}, start: time.Now(), fdbChanged: make(chan struct{}, 1), awake: make(chan struct{}, 1)}
 	s.fdb = NewFDB(portspec.FDBSize, &s.clock)
 	s.fdb.changed = func() {
 		select {
@@ -72,8 +75,15 @@ func New(cfg Config) (*Switch, error) {
 	return s, nil
 }
 
-// startWorkers runs the poll workers.
+// startWorkers runs the poll workers, with GOMAXPROCS at least one more
+// than their number: each busy worker holds a P on its locked thread, and
+// with none left the control path and a session's Notifier thread wait
+// for the scheduler to preempt one (~10 ms; docs/architecture.md).
 func (s *Switch) startWorkers() {
+	if n := len(s.workers) + 1; runtime.GOMAXPROCS(0) < n {
+		slog.Info("switch: raising GOMAXPROCS so the workers leave a P to the rest", "from", runtime.GOMAXPROCS(0), "to", n)
+		runtime.GOMAXPROCS(n)
+	}
 	for _, w := range s.workers {
 		w.running.Store(true)
 		w.startedNs.Store(int64(time.Since(s.start)))
@@ -245,10 +255,16 @@ func (s *Switch) syncMACs() {
 }
 
 // housekeep advances the FDB clock, ages entries and keeps the NICs' MAC
-// maps in step with the FDB, until ctx ends.
+// maps in step with the FDB, until ctx ends. It wakes only when something
+// needs it: once a second while a worker is awake (forwarding learns with
+// the clock's timestamps), when the first learned MAC is due to age out,
+// and when a MAC was learned or moved. An idle switch, its workers asleep,
+// sleeps here too; a worker that wakes advances the clock itself and
+// tells the housekeeper (workerAwake).
 func (s *Switch) housekeep(ctx context.Context) {
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTimer(0)
 	defer t.Stop()
+	armed := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -257,12 +273,59 @@ func (s *Switch) housekeep(ctx context.Context) {
 			s.mu.Lock()
 			s.syncMACs()
 			s.mu.Unlock()
-		case now := <-t.C:
-			s.clock.Set(uint32(now.Sub(s.start) / time.Second))
-			s.fdb.Age(uint32(s.cfg.FDBAge / time.Second))
-			s.mu.Lock()
-			s.syncMACs()
-			s.mu.Unlock()
+			// A new MAC ages out some day: the timer must be set.
+		case <-s.awake:
+			if armed {
+				continue
+			}
+		case <-t.C:
+			armed = false
+			s.clock.Advance(s.seconds())
+			if s.fdb.Age(uint32(s.cfg.FDBAge/time.Second)) > 0 {
+				s.mu.Lock()
+				s.syncMACs()
+				s.mu.Unlock()
+			}
 		}
+		// Since Go 1.23 (go.mod) Stop and Reset leave no stale tick in t.C.
+		t.Stop()
+		d, ok := s.nextHousekeeping()
+		armed = ok
+		if ok {
+			t.Reset(d)
+		}
+	}
+}
+
+// seconds is the FDB clock's time now: seconds since the switch started.
+func (s *Switch) seconds() uint32 { return uint32(time.Since(s.start) / time.Second) }
+
+// nextHousekeeping is how long the housekeeper may sleep: until the next
+// second while a worker is awake, else until the first learned MAC ages
+// out; false: until something happens.
+func (s *Switch) nextHousekeeping() (time.Duration, bool) {
+	now := time.Since(s.start)
+	untilSecond := time.Second - now%time.Second
+	for _, w := range s.workers {
+		if w.running.Load() && w.asleepAt.Load() == 0 {
+			return untilSecond, true
+		}
+	}
+	at, ok := s.fdb.NextExpiry(uint32(s.cfg.FDBAge / time.Second))
+	if !ok {
+		return 0, false
+	}
+	if d := time.Duration(at)*time.Second - now; d > untilSecond {
+		return d, true
+	}
+	return untilSecond, true
+}
+
+// workerAwake tells the housekeeper that a worker stopped sleeping: the
+// clock must move again. It never blocks.
+func (s *Switch) workerAwake() {
+	select {
+	case s.awake <- struct{}{}:
+	default:
 	}
 }

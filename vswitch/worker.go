@@ -175,10 +175,20 @@ func (w *worker) sleep(snap *snapshot) {
 	var evs [16]unix.EpollEvent
 	asleep := int64(time.Since(w.sw.start))
 	w.asleepAt.Store(asleep)
-	// The timeout only bounds how stale a missed wake-up can get.
-	n, err := unix.EpollWait(w.epfd, evs[:], 1000)
-	w.idleNs.Add(int64(time.Since(w.sw.start)) - asleep)
+	// No timeout: whatever a sleeping worker must see wakes it. Frames
+	// and kicks through its queues' fds; a port added or deleted through
+	// wakeFD (publish); a vhost ring started, stopped or rebuilt through
+	// the queue's own wake eventfd, which sits in its WaitFD (vhost
+	// Queue.publish); an AF_XDP socket replaced through the NIC queue's
+	// epoll set (nicQueue.attach). wake_test.go and idlefault_test.go
+	// check that each reaches a sleeping worker at once.
+	n, err := unix.EpollWait(w.epfd, evs[:], -1)
+	awake := time.Since(w.sw.start)
+	w.idleNs.Add(int64(awake) - asleep)
 	w.asleepAt.Store(0)
+	// The FDB clock stood still while everyone slept (housekeep).
+	w.sw.clock.Advance(uint32(awake / time.Second))
+	w.sw.workerAwake()
 	if err != nil {
 		return
 	}
