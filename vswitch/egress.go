@@ -48,6 +48,10 @@ func (p *port) spread(workers int) {
 // share of its queues, and counts them there.
 func (w *forwarder) transmit(snap *snapshot, out *port, m Mask) {
 	share := out.outBy[w.id]
+	if len(share) == 1 {
+		w.send(snap, share[0], m) // nothing to choose
+		return
+	}
 	var live [MaxBurst]*egress
 	n := 0
 	for _, eg := range share {
