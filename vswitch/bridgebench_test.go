@@ -1,9 +1,6 @@
 package vswitch
 
-import (
-	"fmt"
-	"testing"
-)
+import "testing"
 
 // BenchmarkBridgeVsXConnect forwards bursts of 32 frames from a fake port
 // to a sink, once over the learning bridge (learn the source, look up the
@@ -31,7 +28,7 @@ func BenchmarkBridgeVsXConnect(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if n := r.burst(); n != MaxBurst {
-					b.Fatal(fmt.Sprintf("forwarded %d", n))
+					b.Fatalf("forwarded %d", n)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*MaxBurst), "ns/frame")
