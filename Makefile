@@ -31,14 +31,21 @@ guest:
 	@echo "==> building (or reusing) the QEMU test guest"
 	@$(GO) run ./test/cmd/build-guest
 
-# The demo topology: a namespace with a veth pair as "the NIC", xvswitch with
-# that NIC (XDP + AF_XDP) and a vhost-user port, a QEMU guest on the port;
-# the namespace pings the guest and streams TCP both ways, `xvswitch show
-# stats` is printed, and everything is torn down. It is the end-to-end test
-# TestNICToVM/packed, run verbosely so it narrates each step.
+# The demo (test/cmd/demo, README.md "The demo"): bin/xvswitch run with the
+# README's command line on a namespace whose veth pair's outer end is the
+# NIC (XDP + AF_XDP) and a QEMU guest whose vhost-user socket xvswitch
+# connects to (client mode); pings and TCP both ways with sha256 compared,
+# `xvswitch show` output, the counters balanced. From a terminal the
+# topology stays up until Ctrl-C; otherwise (CI, a pipe, </dev/null) it goes
+# straight through. It removes everything it made on every way out, and
+# exits non-zero if a check failed. Built, then run, rather than `go run`,
+# so a SIGTERM to make reaches the demo itself. DEMO_FLAGS adds to its
+# flags, e.g. DEMO_FLAGS='-ctl /run/xvswitch/demo.sock' when an xvswitch
+# already serves the default control socket.
+DEMO_FLAGS ?=
 demo: deps-demo guest build
-	@echo "==> demo: namespace --veth-- [XDP/AF_XDP] xvswitch [vhost-user] -- QEMU guest"
-	set -o pipefail; $(GO) test -count=1 -v -run '^TestNICToVM$$/^packed$$' ./cmd/xvswitch/ 2>&1 | grep -v '^=== \|guest: qemu-system'
+	@CGO_ENABLED=0 $(GO) build -o bin/xvswitch-demo ./test/cmd/demo
+	bin/xvswitch-demo -xvswitch bin/xvswitch $(DEMO_FLAGS)
 
 # The version `xvswitch version` prints: git describe names the commit
 # (and -dirty for uncommitted changes); outside a git checkout it is empty
@@ -79,10 +86,13 @@ install: build
 	fi
 
 # The benchmark harness (cmd/xvs-bench): every scenario of BENCHMARKS.md on
-# xvswitch and on DPDK testpmd, alternated, into results/bench.{json,md,png}
-# (~12 minutes on 2 CPUs). BENCH_FLAGS narrows it, e.g.
-# BENCH_FLAGS='-scenarios 1,2 -rings split'. Needs root and DPDK
-# (`make deps-test` installs it).
+# xvswitch and on DPDK testpmd, 5 alternated rounds each (latency: 3 of
+# 10,000 round trips), into results/bench.{json,md,png} (~20 minutes on 2
+# CPUs). BENCH_FLAGS narrows or extends it, e.g.
+# BENCH_FLAGS='-scenarios 1,2 -rings split', or BENCH_FLAGS='-profile results'
+# for perf profiles of the worker in scenarios 1-3 (results/profile-*.txt,
+# their top functions in bench.md; needs linux-perf; ~3 minutes more).
+# Needs root and DPDK (`make deps-test` installs it).
 BENCH_FLAGS ?=
 bench: build
 	@echo "==> xvs-bench: xvswitch vs DPDK, results in results/ (load average: $$(cut -d' ' -f1-3 /proc/loadavg))"

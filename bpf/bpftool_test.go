@@ -15,7 +15,7 @@ import (
 // counterFields are the C names bpftool prints, in Go field order.
 var counterFields = []string{
 	"redirected", "no_socket_passed", "bad_queue_passed", "not_owned_passed",
-	"short_passed", "host_arp_passed", "host_nd_passed", "steered_broadcast", "steered_multicast",
+	"short_passed", "host_arp_passed", "host_nd_passed", "steered_broadcast", "steered_multicast", "group_passed",
 }
 
 // bpftoolCounters sums what `bpftool -j map dump pinned` shows per CPU.

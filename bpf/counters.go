@@ -2,7 +2,7 @@ package bpf
 
 // Counters are the program's per-verdict frame counts for one interface,
 // summed over CPUs. Each frame the program sees adds one to exactly one of
-// the first seven fields (see Total); SteeredBroadcast and SteeredMulticast
+// the first seven fields or GroupPassed (see Total); SteeredBroadcast and SteeredMulticast
 // break down the steered ones (Redirected + NoSocketPassed +
 // BadQueuePassed). Field names match the C struct xvs_counters' (up to the
 // case of initialisms), which bpftool prints in snake case.
@@ -33,12 +33,18 @@ type Counters struct {
 	// to the broadcast address and to other group addresses.
 	SteeredBroadcast uint64
 	SteeredMulticast uint64
+	// GroupPassed: in ModeMAC, a broadcast or multicast frame the policy
+	// does not steer (its Broadcast or Multicast flag unset), passed to
+	// the kernel. It is counted apart from NotOwnedPassed (then unicast
+	// alone) because a switch that leaves group frames to the host takes
+	// its own copies of them from the kernel (package afpacket).
+	GroupPassed uint64
 }
 
 // Total is the number of frames the program has seen.
 func (c Counters) Total() uint64 {
 	return c.Redirected + c.NoSocketPassed + c.BadQueuePassed + c.NotOwnedPassed + c.ShortPassed +
-		c.HostARPPassed + c.HostNDPassed
+		c.HostARPPassed + c.HostNDPassed + c.GroupPassed
 }
 
 // Steered is the number of frames the policy gave to the switch, whether or
@@ -65,6 +71,7 @@ func (c Counters) Sub(old Counters) Counters {
 		HostNDPassed:     c.HostNDPassed - old.HostNDPassed,
 		SteeredBroadcast: c.SteeredBroadcast - old.SteeredBroadcast,
 		SteeredMulticast: c.SteeredMulticast - old.SteeredMulticast,
+		GroupPassed:      c.GroupPassed - old.GroupPassed,
 	}
 }
 
@@ -81,6 +88,7 @@ func sumCounters(perCPU []steerXvsCounters) Counters {
 		s.HostNDPassed += v.HostNdPassed
 		s.SteeredBroadcast += v.SteeredBroadcast
 		s.SteeredMulticast += v.SteeredMulticast
+		s.GroupPassed += v.GroupPassed
 	}
 	return s
 }

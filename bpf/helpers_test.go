@@ -164,7 +164,7 @@ func reached(d, w Counters) bool {
 		d.BadQueuePassed >= w.BadQueuePassed && d.NotOwnedPassed >= w.NotOwnedPassed &&
 		d.ShortPassed >= w.ShortPassed && d.HostARPPassed >= w.HostARPPassed &&
 		d.HostNDPassed >= w.HostNDPassed && d.SteeredBroadcast >= w.SteeredBroadcast &&
-		d.SteeredMulticast >= w.SteeredMulticast
+		d.SteeredMulticast >= w.SteeredMulticast && d.GroupPassed >= w.GroupPassed
 }
 
 // rxPackets is the outer end's kernel rx counter.

@@ -142,8 +142,8 @@ func TestProgramHostVerdicts(t *testing.T) {
 		{"ipv4 broadcast to host's address", bm, frameTo(bcastMAC), bcast},
 		{"only an ethernet header", bm, frameTo(bcastMAC)[:14], bcast},
 		// The policy decides first: what it does not steer is not_owned.
-		{"arp for host, broadcast off", Policy{Mode: ModeMAC, Multicast: true}, who(hostIP4), c{NotOwnedPassed: 1}},
-		{"ns for host, multicast off", Policy{Mode: ModeMAC, Broadcast: true}, nsFrame(snmHost6, false, hostIP6), c{NotOwnedPassed: 1}},
+		{"arp for host, broadcast off", Policy{Mode: ModeMAC, Multicast: true}, who(hostIP4), c{GroupPassed: 1}},
+		{"ns for host, multicast off", Policy{Mode: ModeMAC, Broadcast: true}, nsFrame(snmHost6, false, hostIP6), c{GroupPassed: 1}},
 		{"arp for host, mode none", Policy{Mode: ModeNone}, who(hostIP4), c{NotOwnedPassed: 1}},
 		// Mode all: the NIC is the switch's, the host's ARP included.
 		{"arp for host, mode all", Policy{Mode: ModeAll}, who(hostIP4), bcast},

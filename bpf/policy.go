@@ -31,8 +31,9 @@ func (m Mode) String() string {
 
 // Policy is one interface's steering policy (entry 0 of the `config` map).
 //
-// Broadcast and multicast frames go either to the switch or to the kernel,
-// never both (XDP cannot clone into an XSKMAP). In ModeMAC, ARP and IPv6
+// Broadcast and multicast frames go either to the sockets or to the
+// kernel, never both (XDP cannot clone into an XSKMAP); in ModeMAC those
+// not steered are counted as GroupPassed. In ModeMAC, ARP and IPv6
 // Neighbor Solicitations for the host's own addresses (SetHostAddrs,
 // TrackHostAddrs) still go to the kernel, so the host stays reachable on
 // the NIC; other group traffic the host may want (Router Advertisements,

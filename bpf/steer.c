@@ -13,12 +13,15 @@
  * the NIC are the host's even then: in the MAC mode, an ARP packet or an
  * IPv6 Neighbor Solicitation whose target is one of the host's own
  * addresses (`host_v4`, `host_v6`) is passed to the kernel (XDP cannot
- * give one frame to both). Every frame is counted exactly once by verdict
- * in the per-CPU `counters`:
+ * give one frame to both). Group frames the MAC policy does not steer are
+ * passed and counted apart (group_passed): the switch takes its copies of
+ * them from the kernel (an AF_PACKET socket), so host and VMs both get
+ * them. Every frame is counted exactly once by verdict in the per-CPU
+ * `counters`:
  *
  *   frames = redirected + no_socket_passed + bad_queue_passed
  *          + not_owned_passed + short_passed
- *          + host_arp_passed + host_nd_passed
+ *          + host_arp_passed + host_nd_passed + group_passed
  *
  * All names (program, maps, struct fields) are stable: the Go loader, the
  * pins under /sys/fs/bpf/xvswitch/<ifname>/ and bpftool dumps use them.
@@ -101,6 +104,9 @@ struct xvs_counters {
 	/* Of the steered frames, how many were broadcast / other multicast. */
 	__u64 steered_broadcast;
 	__u64 steered_multicast;
+	/* MAC mode: a group frame the policy does not steer, passed to the
+	 * kernel (not_owned_passed then counts unicast alone). */
+	__u64 group_passed;
 };
 
 struct {
@@ -244,7 +250,10 @@ int xvs_steer(struct xdp_md *ctx)
 	const struct ethhdr *eth = data;
 	int bcast = 0, mcast = 0;
 	if (!owned(cfg, eth->h_dest, &bcast, &mcast)) {
-		c->not_owned_passed++;
+		if ((bcast | mcast) && cfg->mode == XVS_MODE_MAC)
+			c->group_passed++;
+		else
+			c->not_owned_passed++;
 		return XDP_PASS;
 	}
 	/* Only group frames the MAC policy steers pay for this: unicast to a

@@ -32,6 +32,7 @@ type steerXvsCounters struct {
 	HostNdPassed     uint64
 	SteeredBroadcast uint64
 	SteeredMulticast uint64
+	GroupPassed      uint64
 }
 
 type steerXvsHostAddr struct {

@@ -26,6 +26,7 @@ var kernelFamilies = []string{
 	"xvswitch_afxdp_rx_fill_ring_empty_total",
 	"xvswitch_afxdp_rx_invalid_descs_total",
 	"xvswitch_afxdp_tx_invalid_descs_total",
+	"xvswitch_afpacket_dropped_total",
 	"xvswitch_nic_events_total",
 	"xvswitch_nic_recovery_errors_total",
 	"xvswitch_nic_csum_completed_total",

@@ -30,6 +30,10 @@ var (
 	afxdpTxInvalid = afxdpCounter("tx_invalid_descs",
 		"TX ring descriptors the kernel refused on the port's AF_XDP sockets (XDP_STATISTICS tx_invalid_descs).")
 
+	afpacketDropped = prometheus.NewDesc("xvswitch_afpacket_dropped_total",
+		"Group frames the host's kernel received on the NIC that the port's AF_PACKET ring had no room for: the host got them, the VMs did not (PACKET_STATISTICS tp_drops).",
+		[]string{"port"}, nil)
+
 	nicEvents = prometheus.NewDesc("xvswitch_nic_events_total",
 		"Things that happened to a NIC port's interface, by event (docs/nic-faults.md).",
 		[]string{"port", "event"}, nil)
@@ -58,12 +62,15 @@ var kernelSeries = map[string]struct {
 	"xdp_host_arp_passed":  {xdpPackets, "host_arp_passed"},
 	"xdp_host_nd_passed":   {xdpPackets, "host_nd_passed"},
 	"xdp_short_passed":     {xdpPackets, "short_passed"},
+	"xdp_group_passed":     {xdpPackets, "group_passed"},
 
 	"af_xdp_rx_dropped":         {afxdpRxDropped, ""},
 	"af_xdp_rx_ring_full":       {afxdpRxRingFull, ""},
 	"af_xdp_rx_fill_ring_empty": {afxdpFillRingEmpty, ""},
 	"af_xdp_rx_invalid_descs":   {afxdpRxInvalid, ""},
 	"af_xdp_tx_invalid_descs":   {afxdpTxInvalid, ""},
+
+	"af_packet_dropped": {afpacketDropped, ""},
 
 	"link_down_events":    {nicEvents, "link_down"},
 	"nic_gone_events":     {nicEvents, "gone"},

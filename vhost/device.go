@@ -52,6 +52,31 @@ type Config struct {
 	// more is refused and the device broken. Default DefaultMaxMemory.
 	MaxMemory uint64
 
+	// Contiguous maps the memory table as one range of this process's
+	// address space, [switch-owned area | region 0 | region 1 | ...], so
+	// that its owner can register it as an AF_XDP UMEM (MemoryLayout,
+	// docs/guest-memory.md), and keeps each region's fd open while it is
+	// mapped. Off by default: a UMEM registration pins every page of the
+	// range, and without it a region is mapped on its own. With it,
+	// MaxMemory bounds the whole range.
+	Contiguous bool
+	// SwitchArea is the size of the switch-owned area at the start of the
+	// range (rounded up to a page), with Contiguous.
+	SwitchArea uint64
+	// OnMemoryChange, with Contiguous, is called whenever the memory table
+	// is replaced (SET_MEM_TABLE, ADD_MEM_REG, REM_MEM_REG, the session's
+	// end), while the rings are paused and before the old range is
+	// unmapped: an owner that registered the old range must let go of it
+	// (close its sockets) before it returns. It runs on a goroutine of its
+	// own while the control path waits for it, at most
+	// MemoryChangeTimeout (default DefaultMemoryChangeTimeout); after that
+	// the control path goes on and the old range stays mapped until the
+	// call returns. It must not call Device methods other than
+	// MemoryLayout, Name and the queue accessors: they wait for the
+	// control path, which waits for it.
+	OnMemoryChange      func(MemoryChange)
+	MemoryChangeTimeout time.Duration
+
 	// OnEvent, if set, receives the device's lifecycle events. It is
 	// called from the device's control goroutine, one event at a time; it
 	// must not block for long, and may call any Device method.
@@ -85,6 +110,8 @@ type Device struct {
 	curSID  atomic.Uint64 // sess.id, or 0, for Break without d.mu
 	lastErr error         // why the last session ended
 	nextSID uint64
+	memGen  uint64                       // the last MemoryChange.Generation
+	layout  atomic.Pointer[MemoryLayout] // the current range's (Contiguous)
 	closed  bool
 	wg      sync.WaitGroup
 	stop    chan struct{}
@@ -132,6 +159,12 @@ func Open(cfg Config) (*Device, error) {
 	}
 	if cfg.MaxMemory == 0 {
 		cfg.MaxMemory = DefaultMaxMemory
+	}
+	if cfg.Contiguous && cfg.SwitchArea >= cfg.MaxMemory {
+		return nil, fmt.Errorf("vhost: a switch area of %d bytes leaves no room for guest memory in MaxMemory %d", cfg.SwitchArea, cfg.MaxMemory)
+	}
+	if cfg.MemoryChangeTimeout <= 0 {
+		cfg.MemoryChangeTimeout = DefaultMemoryChangeTimeout
 	}
 	if cfg.newRing == nil {
 		cfg.newRing = defaultRing

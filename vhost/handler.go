@@ -290,6 +290,13 @@ func (d *Device) setMemTable(s *session, m *message) error {
 	if len(m.fds) != len(descs) {
 		return fmt.Errorf("%w: SET_MEM_TABLE with %d regions and %d fds", ErrBadFDs, len(descs), len(m.fds))
 	}
+	if d.cfg.Contiguous {
+		srcs := make([]regionSource, len(descs))
+		for i, rd := range descs {
+			srcs[i] = regionSource{desc: rd, fd: m.takeFD()}
+		}
+		return d.replaceRange(s, srcs)
+	}
 	// The new table gets the whole MaxMemory: it replaces the old one,
 	// which stays mapped only until the rings have moved over.
 	maps := make([]*mapping, 0, len(descs))
@@ -301,7 +308,7 @@ func (d *Device) setMemTable(s *session, m *message) error {
 		}
 		maps = append(maps, mp)
 	}
-	return d.replaceMemory(s, maps, s.maps)
+	return d.replaceMemory(s, maps, s.maps, nil)
 }
 
 func (d *Device) addMemReg(s *session, m *message) error {
@@ -328,12 +335,20 @@ func (d *Device) addMemReg(s *session, m *message) error {
 		closeFD(m.takeFD())
 		return fmt.Errorf("%w: all %d memory slots used", ErrBadMemTable, maxMemSlots)
 	}
+	if d.cfg.Contiguous {
+		srcs, err := keptSources(s.maps, nil)
+		if err != nil {
+			closeFD(m.takeFD())
+			return err
+		}
+		return d.replaceRange(s, append(srcs, regionSource{desc: rd, fd: m.takeFD()}))
+	}
 	mp, err := mapRegion(m.takeFD(), rd, d.cfg.MaxMemory-mapped(s.maps))
 	if err != nil {
 		return err
 	}
 	maps := append(append([]*mapping(nil), s.maps...), mp)
-	return d.replaceMemory(s, maps, nil)
+	return d.replaceMemory(s, maps, nil, nil)
 }
 
 func (d *Device) remMemReg(s *session, m *message) error {
@@ -356,32 +371,76 @@ func (d *Device) remMemReg(s *session, m *message) error {
 		// addMemReg): there is nothing left to unmap.
 		return nil
 	}
-	return d.replaceMemory(s, maps, []*mapping{gone})
+	if d.cfg.Contiguous {
+		srcs, err := keptSources(s.maps, gone)
+		if err != nil {
+			return err
+		}
+		return d.replaceRange(s, srcs)
+	}
+	return d.replaceMemory(s, maps, []*mapping{gone}, nil)
 }
 
-// replaceMemory makes maps the session's memory table: running rings are
-// paused, rebuilt over the new table from their saved state, and
-// republished; the mappings in retire are unmapped once no poller can
-// reach them. On error the new mappings not already in the old table are
-// unmapped and the old table stays.
-func (d *Device) replaceMemory(s *session, maps, retire []*mapping) error {
+// keptSources is the regions of maps but skip, with a duplicate of each
+// fd, to map into a new range (Contiguous).
+func keptSources(maps []*mapping, skip *mapping) ([]regionSource, error) {
+	srcs := make([]regionSource, 0, len(maps)+1)
+	for _, mp := range maps {
+		if mp == skip {
+			continue
+		}
+		fd, err := unix.FcntlInt(uintptr(mp.fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			for _, s := range srcs {
+				closeFD(s.fd)
+			}
+			return nil, fmt.Errorf("%w: dup the fd of region %v: %v", ErrBadMemTable, mp.desc, err)
+		}
+		srcs = append(srcs, regionSource{desc: mp.desc, fd: fd})
+	}
+	return srcs, nil
+}
+
+// replaceRange maps srcs as a new contiguous table (Contiguous) and makes
+// it the session's; the whole old table and its range are retired. No
+// regions at all is no memory, and no range.
+func (d *Device) replaceRange(s *session, srcs []regionSource) error {
+	if len(srcs) == 0 {
+		return d.replaceMemory(s, nil, s.maps, nil)
+	}
+	rng, maps, err := mapRange(srcs, d.cfg.SwitchArea, d.cfg.MaxMemory)
+	if err != nil {
+		return err
+	}
+	return d.replaceMemory(s, maps, s.maps, rng)
+}
+
+// replaceMemory makes maps (in range rng, with Contiguous) the session's
+// memory table: running rings are paused, the owner is told of the new
+// range (changeMemory), the rings are rebuilt over the new table from
+// their saved state and republished; the mappings in retire, and the old
+// range, are unmapped once no poller can reach them and the owner let go.
+// On error the new mappings not already in the old table are unmapped and
+// the old table stays.
+func (d *Device) replaceMemory(s *session, maps, retire []*mapping, rng *memRange) error {
 	var mem *guestmem.Memory
 	if len(maps) > 0 {
 		var err error
 		if mem, err = buildMemory(maps); err != nil {
-			unmapAll(newOnly(maps, s.maps))
+			if rng != nil {
+				unmapAll(maps)
+				rng.unmap()
+			} else {
+				unmapAll(newOnly(maps, s.maps))
+			}
 			return err
 		}
 	}
 	_, ok := d.pauseAll()
-	s.maps, s.mem = maps, mem
-	err := d.restartAll(s)
-	if ok {
-		unmapAll(retire)
-	} else {
-		d.log.Error("vhost: old guest memory left mapped: a poller still held it", "regions", len(retire))
-	}
-	return err
+	old := s.rng
+	s.maps, s.mem, s.rng = maps, mem, rng
+	d.changeMemory(old, rng, retire, ok)
+	return d.restartAll(s)
 }
 
 // newOnly returns the mappings of maps that are not in old.

@@ -29,6 +29,12 @@ type mapping struct {
 	file fileID
 	raw  []byte // the whole mmap: whole (huge) pages of the file around the region
 	host []byte // the region itself: file bytes [mmapOffset, mmapOffset+size)
+	// With Config.Contiguous the mapping is a piece of a memRange, which
+	// unmaps it as a whole, and keeps its fd open (so the region can be
+	// mapped into the next range) until the mapping is released; fd is
+	// -1 otherwise.
+	fd     int
+	ranged bool
 }
 
 // fileID is the file a region's fd referred to.
@@ -43,48 +49,68 @@ func (mp *mapping) sameRegion(d regionDesc, fd int) bool {
 	return mp.desc == d && unix.Fstat(fd, &st) == nil && statID(&st) == mp.file
 }
 
-// mapRegion maps the region's fd MAP_SHARED: the file's whole pages that
-// hold the region, nothing before or after them, one contiguous range
-// starting on a page (a huge page on hugetlbfs), as AF_XDP needs of a
-// UMEM (docs/guest-memory.md). budget is the address space the device may
-// still map (Config.MaxMemory less the rest of its table); a region that
-// needs more is refused before anything is mapped. The fd is always
-// closed: the mapping keeps the memory alive, and the fd has no further
-// use.
-func mapRegion(fd int, d regionDesc, budget uint64) (*mapping, error) {
-	defer unix.Close(fd)
+// regionPlan is what mapping a region takes: the file's whole (huge)
+// pages that hold it.
+type regionPlan struct {
+	file      fileID
+	align     uint64 // the page size of the file (huge page on hugetlbfs)
+	fileStart uint64 // file offset of the first page mapped
+	length    uint64 // bytes mapped, a multiple of align
+	head      uint64 // where the region starts in the mapping
+}
+
+// planRegion checks region d of fd and says which of its file's pages
+// hold it: from the (huge) page that holds mmap_offset to the one that
+// holds its end (docs/guest-memory.md).
+func planRegion(fd int, d regionDesc) (regionPlan, error) {
 	if d.size == 0 {
-		return nil, fmt.Errorf("%w: empty region (%v)", ErrBadMemTable, d)
+		return regionPlan{}, fmt.Errorf("%w: empty region (%v)", ErrBadMemTable, d)
 	}
 	end := d.mmapOffset + d.size
 	if end < d.size || end > math.MaxInt64 {
-		return nil, fmt.Errorf("%w: region overflows (%v)", ErrBadMemTable, d)
+		return regionPlan{}, fmt.Errorf("%w: region overflows (%v)", ErrBadMemTable, d)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("%w: fstat region fd: %v", ErrBadMemTable, err)
+		return regionPlan{}, fmt.Errorf("%w: fstat region fd: %v", ErrBadMemTable, err)
 	}
 	// Touching a page past the end of the file raises SIGBUS, which would
 	// take the whole process down: refuse a region the file cannot back.
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Size) < end {
-		return nil, fmt.Errorf("%w: region ends at %#x but its file has %#x bytes (%v)", ErrBadMemTable, end, st.Size, d)
+		return regionPlan{}, fmt.Errorf("%w: region ends at %#x but its file has %#x bytes (%v)", ErrBadMemTable, end, st.Size, d)
 	}
 	align, err := mapAlign(fd)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v (%v)", ErrBadMemTable, err, d)
+		return regionPlan{}, fmt.Errorf("%w: %v (%v)", ErrBadMemTable, err, d)
 	}
 	// end <= MaxInt64 and align <= 1 GiB: neither sum overflows.
 	start := d.mmapOffset &^ (align - 1)
 	length := (end+align-1)&^(align-1) - start
-	if length > budget {
-		return nil, fmt.Errorf("%w: region needs %d bytes of address space, the device's MaxMemory leaves %d (%v)", ErrBadMemTable, length, budget, d)
-	}
-	raw, err := unix.Mmap(fd, int64(start), int(length), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
+	return regionPlan{file: statID(&st), align: align, fileStart: start, length: length, head: d.mmapOffset - start}, nil
+}
+
+// mapRegion maps the region's fd MAP_SHARED: the file's whole pages that
+// hold the region, nothing before or after them, one contiguous range
+// starting on a page (a huge page on hugetlbfs). budget is the address
+// space the device may still map (Config.MaxMemory less the rest of its
+// table); a region that needs more is refused before anything is mapped.
+// The fd is always closed: the mapping keeps the memory alive, and the fd
+// has no further use. (With Config.Contiguous, mapRange maps the regions
+// instead and keeps their fds.)
+func mapRegion(fd int, d regionDesc, budget uint64) (*mapping, error) {
+	defer unix.Close(fd)
+	p, err := planRegion(fd, d)
 	if err != nil {
-		return nil, fmt.Errorf("%w: mmap %d bytes: %v (%v)", ErrBadMemTable, length, err, d)
+		return nil, err
 	}
-	head := d.mmapOffset - start
-	return &mapping{desc: d, file: statID(&st), raw: raw, host: raw[head : head+d.size : head+d.size]}, nil
+	if p.length > budget {
+		return nil, fmt.Errorf("%w: region needs %d bytes of address space, the device's MaxMemory leaves %d (%v)", ErrBadMemTable, p.length, budget, d)
+	}
+	raw, err := unix.Mmap(fd, int64(p.fileStart), int(p.length), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("%w: mmap %d bytes: %v (%v)", ErrBadMemTable, p.length, err, d)
+	}
+	return &mapping{desc: d, file: p.file, raw: raw, host: raw[p.head : p.head+d.size : p.head+d.size], fd: -1}, nil
 }
 
 // mapAlign is the granularity fd can be mapped at: the huge page size on
@@ -115,10 +141,16 @@ func mapped(maps []*mapping) uint64 {
 	return n
 }
 
+// unmap releases the mapping: its pages (unless its memRange owns them)
+// and its fd.
 func (m *mapping) unmap() {
-	if m.raw != nil {
+	if m.raw != nil && !m.ranged {
 		_ = unix.Munmap(m.raw)
-		m.raw, m.host = nil, nil
+	}
+	m.raw, m.host = nil, nil
+	if m.fd >= 0 {
+		_ = unix.Close(m.fd)
+		m.fd = -1
 	}
 }
 

@@ -23,6 +23,7 @@ type session struct {
 	mtu      int
 	maps     []*mapping
 	mem      *guestmem.Memory
+	rng      *memRange // the range maps lie in (Config.Contiguous), else nil
 	ready    bool
 	pairsUp  []bool // by queue pair, from 1: running (logged when it changes)
 	ending   bool   // endSession is tearing it down
@@ -186,14 +187,14 @@ func (d *Device) endSession(s *session, err error) error {
 	d.mu.Lock()
 	s.ending = true
 	released := d.resetRings()
+	d.changeMemory(s.rng, nil, s.maps, released)
 	if released {
-		unmapAll(s.maps)
 		// No poller can reach the session's queues any more, so none
 		// signals its Notifier again. Otherwise it stays, like the
 		// mappings, rather than close an fd a poller may still write.
 		s.notify.Close()
 	}
-	s.maps, s.mem = nil, nil
+	s.maps, s.mem, s.rng = nil, nil, nil
 	d.updateReady(s)
 	d.curSID.Store(0)
 	d.lastErr = err

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xvswitch/xvswitch/afpacket"
 	"github.com/xvswitch/xvswitch/bpf"
 	"github.com/xvswitch/xvswitch/ctl"
 	"github.com/xvswitch/xvswitch/xsk"
@@ -89,7 +90,7 @@ func (s *Switch) DropReasons() []string { return DropReasons() }
 // list, so it is made by the code that fills the counters in.
 func KernelCounters() []string {
 	k := map[string]uint64{}
-	addKernelCounts(k, bpf.Counters{}, []xsk.Stats{{}})
+	addKernelCounts(k, bpf.Counters{}, []xsk.Stats{{}}, afpacket.Stats{})
 	new(nicEvents).addTo(k)
 	k[csumCompletedKey] = 0
 	return slices.Sorted(maps.Keys(k))

@@ -10,13 +10,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xvswitch/xvswitch/afpacket"
 	"github.com/xvswitch/xvswitch/bpf"
 	"github.com/xvswitch/xvswitch/portspec"
 	"github.com/xvswitch/xvswitch/xsk"
 )
 
 // nicBinding is what a NIC port holds of one interface (one ifindex):
-// the steering program with its pins, the UMEM, one socket per queue.
+// the steering program with its pins, the UMEM, one socket per queue, the
+// AF_PACKET socket its group frames come through.
 // An interface deleted and made again under its name is another
 // interface: the port drops the old binding and makes a new one.
 type nicBinding struct {
@@ -33,6 +35,7 @@ type nicBinding struct {
 	steer   *bpf.Steering
 	umem    *xsk.UMEM
 	socks   []*xsk.Socket // by queue
+	groups  *afpacket.Socket
 }
 
 // nicQueueCount is how many rx queues the interface has.
@@ -55,9 +58,9 @@ func socketMode(m portspec.NICMode) xsk.Mode {
 }
 
 // bindNIC attaches the steering program to the interface, starts tracking
-// the host's addresses on it, and binds one socket to each of its first
-// queues rx queues, each in its XSKMAP slot. On failure it leaves nothing
-// behind.
+// the host's addresses on it, binds one socket to each of its first
+// queues rx queues, each in its XSKMAP slot, and opens the socket for its
+// group frames. On failure it leaves nothing behind.
 func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
 	ifi, err := net.InterfaceByName(spec.Ifname)
 	if err != nil {
@@ -70,16 +73,17 @@ func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
 			_ = b.close()
 		}
 	}()
-	// The switch takes frames for the MACs behind its other ports, and
-	// broadcast and multicast (the VMs need ARP and neighbour discovery);
-	// the host keeps its unicast.
-	b.steer, err = bpf.Attach(spec.Ifname, bpf.Options{Policy: bpf.Policy{Mode: bpf.ModeMAC, Broadcast: true, Multicast: true}})
+	// The switch takes frames for the MACs behind its other ports; the
+	// host keeps its unicast and every broadcast and multicast frame
+	// (router advertisements, DHCP replies, its groups, ARP and neighbour
+	// discovery), of which the switch takes copies through b.groups.
+	b.steer, err = bpf.Attach(spec.Ifname, bpf.Options{Policy: bpf.Policy{Mode: bpf.ModeMAC}})
 	if err != nil {
 		return nil, err
 	}
-	// Broadcast ARP and IPv6 neighbour solicitations for the host's own
-	// addresses go to the host, not the switch: without this a peer could
-	// not resolve the host's address on the NIC.
+	// The host's addresses stay tracked: the maps then hold them should
+	// the policy steer group frames again (bpftool, a fallback), which
+	// would otherwise take the host's ARP and neighbour solicitations.
 	if err := b.steer.TrackHostAddrs(context.Background()); err != nil {
 		return nil, fmt.Errorf("vswitch: nic %s: tracking the host's addresses: %w", spec.Ifname, err)
 	}
@@ -97,6 +101,15 @@ func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
 		if err := b.steer.SetSocket(uint32(q), s.FD()); err != nil {
 			return nil, err
 		}
+	}
+	// Slots for the longest frame the interface receives now, tagged; a
+	// longer MTU later makes longer group frames too_long until the
+	// interface is bound again. All-multicast: a NIC's hardware filter
+	// then passes the groups the VMs joined, not only the host's (the
+	// kernel ends it when the socket closes).
+	b.groups, err = afpacket.Open(ifi.Index, afpacket.Config{MaxFrame: b.mtu + ethHeaderLen + 4, AllMulti: true})
+	if err != nil {
+		return nil, fmt.Errorf("vswitch: nic %s: socket for group frames: %w", spec.Ifname, err)
 	}
 	return b, nil
 }
@@ -139,6 +152,9 @@ func nicDriver(ifname string) string {
 // the UMEM. No worker may be using the sockets.
 func (b *nicBinding) close() error {
 	var errs []error
+	if b.groups != nil {
+		errs = append(errs, b.groups.Close())
+	}
 	if b.steer != nil {
 		for q := range b.socks {
 			_ = b.steer.RemoveSocket(uint32(q))
@@ -161,12 +177,17 @@ func (b *nicBinding) counters(k map[string]uint64) {
 			stats = append(stats, st)
 		}
 	}
-	addKernelCounts(k, c, stats)
+	var groups afpacket.Stats
+	if b.groups != nil {
+		groups, _ = b.groups.Stats() // the totals so far if it cannot be read
+	}
+	addKernelCounts(k, c, stats, groups)
 }
 
-// addKernelCounts adds the XDP program's verdicts and each AF_XDP socket's
-// XDP_STATISTICS to a port's kernel counters. KernelCounters names them.
-func addKernelCounts(k map[string]uint64, c bpf.Counters, socks []xsk.Stats) {
+// addKernelCounts adds the XDP program's verdicts, each AF_XDP socket's
+// XDP_STATISTICS and the group socket's drops to a port's kernel
+// counters. KernelCounters names them.
+func addKernelCounts(k map[string]uint64, c bpf.Counters, socks []xsk.Stats, groups afpacket.Stats) {
 	k["xdp_redirected"] += c.Redirected
 	k["xdp_no_socket_passed"] += c.NoSocketPassed
 	k["xdp_bad_queue_passed"] += c.BadQueuePassed
@@ -174,6 +195,10 @@ func addKernelCounts(k map[string]uint64, c bpf.Counters, socks []xsk.Stats) {
 	k["xdp_host_arp_passed"] += c.HostARPPassed
 	k["xdp_host_nd_passed"] += c.HostNDPassed
 	k["xdp_short_passed"] += c.ShortPassed
+	k["xdp_group_passed"] += c.GroupPassed
+	// Group frames the kernel passed but could not put in the switch's
+	// ring (full): the host got them, the VMs did not.
+	k["af_packet_dropped"] += groups.Drops
 	for _, st := range socks {
 		k["af_xdp_rx_dropped"] += st.RXDropped
 		k["af_xdp_rx_ring_full"] += st.RXRingFull

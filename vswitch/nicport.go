@@ -21,6 +21,9 @@ import (
 type nicPort struct {
 	spec   portspec.NIC
 	queues []*nicQueue
+	// groups is one more ingress queue, after the AF_XDP ones: the group
+	// frames the host's kernel gets, copied to the switch (nicgroups.go).
+	groups *nicGroupQueue
 	link   nicLink
 
 	// bound is the interface the port is attached to, nil while it is
@@ -92,6 +95,11 @@ func newNICPort(spec portspec.NIC) (*nicPort, error) {
 		}
 		p.queues = append(p.queues, q)
 	}
+	var err error
+	if p.groups, err = newNICGroupQueue(&p.link); err != nil {
+		p.Close()
+		return nil, err
+	}
 	b, err := bindNIC(spec, nq)
 	if err != nil {
 		p.Close()
@@ -114,13 +122,20 @@ func (p *nicPort) install(b *nicBinding) {
 	for i, q := range p.queues {
 		q.attach(b.socks[i])
 	}
+	p.groups.attach(b.groups)
 	p.macMu.Lock()
 	p.macs = map[uint64]bool{} // a new program's MAC map is empty
 	p.macMu.Unlock()
 }
 
-func (p *nicPort) IngressQueues() []IngressQueue { return asQueues[IngressQueue](p.queues) }
-func (p *nicPort) EgressQueues() []EgressQueue   { return asQueues[EgressQueue](p.queues) }
+// IngressQueues: the AF_XDP queues, then the group frames' queue (so the
+// port's stats have one row more than it has rx queues, the last one
+// receive-only).
+func (p *nicPort) IngressQueues() []IngressQueue {
+	return append(asQueues[IngressQueue](p.queues), p.groups)
+}
+
+func (p *nicPort) EgressQueues() []EgressQueue { return asQueues[EgressQueue](p.queues) }
 
 // Info: the state is "gone" (no interface of that name), "down" (no link),
 // "degraded" (another XDP program holds the hook) or "up".
@@ -172,11 +187,15 @@ func (p *nicPort) Close() error {
 		for i, q := range p.queues {
 			q.detach(b.socks[i])
 		}
+		p.groups.detach(b.groups)
 		err = b.close()
 		p.bound = nil
 	}
 	for _, q := range p.queues {
 		q.close()
+	}
+	if p.groups != nil {
+		p.groups.close()
 	}
 	return err
 }

@@ -19,6 +19,11 @@ func goneNICPort(t *testing.T, queues int) *nicPort {
 		}
 		p.queues = append(p.queues, q)
 	}
+	g, err := newNICGroupQueue(&p.link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.groups = g
 	return p
 }
 

@@ -86,6 +86,7 @@ func (p *nicPort) lose(sw *Switch, replaced bool) {
 	for i, q := range p.queues {
 		q.detach(b.socks[i])
 	}
+	p.groups.detach(b.groups)
 	// Once every worker forwards with a newer snapshot, none is in a
 	// burst on the old sockets or UMEM.
 	sw.publish()

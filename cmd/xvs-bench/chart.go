@@ -20,7 +20,7 @@ import (
 var (
 	colXvs  = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
 	colDPDK = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
-	// Lighter shades of the two, for a second statistic (p99).
+	// Lighter shades of the two, for a second statistic (best, p50).
 	colXvsLight  = color.RGBA{R: 0xae, G: 0xc7, B: 0xe8, A: 0xff}
 	colDPDKLight = color.RGBA{R: 0xff, G: 0xbb, B: 0x78, A: 0xff}
 )
@@ -76,26 +76,26 @@ func hbars(title, xlabel string, labels []string, series []string, values [][]fl
 // chart renders the report's PNG.
 func (r *Report) chart() ([]byte, error) {
 	var rl, ll, il []string
-	rv := [][]float64{nil, nil}
+	rv := [][]float64{nil, nil, nil, nil}
 	lv := [][]float64{nil, nil, nil, nil}
 	iv := [][]float64{nil, nil}
 	for _, res := range r.Results {
 		switch res.Kind {
 		case kindRate:
 			rl = append(rl, caseLabel(res))
-			rv[0] = append(rv[0], res.Xvswitch.BestMpps)
-			rv[1] = append(rv[1], res.DPDK.BestMpps)
+			rv[0], rv[1] = append(rv[0], res.Xvswitch.MedianMpps), append(rv[1], res.DPDK.MedianMpps)
+			rv[2], rv[3] = append(rv[2], res.Xvswitch.BestMpps), append(rv[3], res.DPDK.BestMpps)
 		case kindLatency:
 			ll = append(ll, caseLabel(res))
 			x, d := res.Xvswitch.Latency, res.DPDK.Latency
 			if x == nil {
-				x = &Latency{}
+				x = &LatencySummary{}
 			}
 			if d == nil {
-				d = &Latency{}
+				d = &LatencySummary{}
 			}
-			lv[0], lv[1] = append(lv[0], x.P50), append(lv[1], d.P50)
-			lv[2], lv[3] = append(lv[2], x.P99), append(lv[3], d.P99)
+			lv[0], lv[1] = append(lv[0], x.MedianP99), append(lv[1], d.MedianP99)
+			lv[2], lv[3] = append(lv[2], x.MedianP50), append(lv[3], d.MedianP50)
 		case kindIdle:
 			il = append(il, caseLabel(res))
 			iv[0] = append(iv[0], res.Xvswitch.CPUPercent)
@@ -109,16 +109,17 @@ func (r *Report) chart() ([]byte, error) {
 	var panels []panel
 	row := func(groups, bars int) vg.Length { return vg.Points(float64(groups*bars*7+groups*6) + 90) }
 	if len(rl) > 0 {
-		p, err := hbars("Throughput (best run; higher is better)", "Mpps", rl,
-			[]string{"xvswitch", "DPDK testpmd"}, rv, []color.Color{colXvs, colDPDK})
+		p, err := hbars("Throughput (median and best run; higher is better)", "Mpps", rl,
+			[]string{"xvswitch median", "DPDK median", "xvswitch best", "DPDK best"}, rv,
+			[]color.Color{colXvs, colDPDK, colXvsLight, colDPDKLight})
 		if err != nil {
 			return nil, err
 		}
-		panels = append(panels, panel{p, row(len(rl), 2)})
+		panels = append(panels, panel{p, row(len(rl), 4)})
 	}
 	if len(ll) > 0 {
-		p, err := hbars("NIC <-> VM round trip (lower is better)", "µs", ll,
-			[]string{"xvswitch p50", "DPDK p50", "xvswitch p99", "DPDK p99"}, lv,
+		p, err := hbars("NIC <-> VM round trip, median of the runs (lower is better)", "µs", ll,
+			[]string{"xvswitch p99", "DPDK p99", "xvswitch p50", "DPDK p50"}, lv,
 			[]color.Color{colXvs, colDPDK, colXvsLight, colDPDKLight})
 		if err != nil {
 			return nil, err
@@ -126,7 +127,7 @@ func (r *Report) chart() ([]byte, error) {
 		panels = append(panels, panel{p, row(len(ll), 4)})
 	}
 	if len(il) > 0 {
-		p, err := hbars("Idle: switching process CPU, guest connected, no traffic (lower is better)", "% of one core", il,
+		p, err := hbars("Idle: switching process CPU (median), guest connected, no traffic (lower is better)", "% of one core", il,
 			[]string{"xvswitch", "DPDK testpmd"}, iv, []color.Color{colXvs, colDPDK})
 		if err != nil {
 			return nil, err

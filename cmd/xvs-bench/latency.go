@@ -39,9 +39,10 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // probeRTT measures round trips from the namespace's interface to the
 // guest's MAC and back (the guest's testpmd swaps the MACs), one probe in
-// flight at a time, for d. The prober's thread is pinned to cpu. A probe
-// not back within 50 ms is lost.
-func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu, size int, d time.Duration) (*Latency, error) {
+// flight at a time, until probes have come back (or limit passed: then
+// fewer). The prober's thread is pinned to cpu. A probe not back within
+// 50 ms is lost.
+func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu, size, probes int, limit time.Duration) (*Latency, error) {
 	src, err1 := net.ParseMAC(srcMAC)
 	dst, err2 := net.ParseMAC(dstMAC)
 	if err := errors.Join(err1, err2); err != nil {
@@ -50,6 +51,8 @@ func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu, size int,
 	size = max(size, 60) // the minimum Ethernet frame without FCS
 	var rtts []time.Duration
 	lost, warm := 0, 0
+	var start time.Time
+	var elapsed time.Duration
 	err := ns.Do(func() error {
 		var set unix.CPUSet
 		set.Set(cpu)
@@ -77,13 +80,15 @@ func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu, size int,
 		copy(frame[6:12], src)
 		binary.BigEndian.PutUint16(frame[12:], probeEtherType)
 		buf := make([]byte, 4096)
-		rtts = make([]time.Duration, 0, 1<<16)
+		rtts = make([]time.Duration, 0, probes)
 		var end time.Time
 		for seq := uint64(1); ; seq++ {
 			if seq == probeWarmup+1 {
-				end = time.Now().Add(d)
+				start = time.Now()
+				end = start.Add(limit)
 			}
-			if !end.IsZero() && time.Now().After(end) {
+			if len(rtts) >= probes || !end.IsZero() && time.Now().After(end) {
+				elapsed = time.Since(start)
 				return nil
 			}
 			binary.BigEndian.PutUint64(frame[14:], seq)
@@ -125,7 +130,7 @@ func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu, size int,
 	if err != nil {
 		return nil, err
 	}
-	l := summarize(rtts, d)
+	l := summarize(rtts, elapsed)
 	l.Lost, l.Warmups = lost, probeWarmup
 	return l, nil
 }
@@ -150,6 +155,8 @@ func summarize(rtts []time.Duration, d time.Duration) *Latency {
 	l.P50, l.P90, l.P99, l.P999 = pct(0.50), pct(0.90), pct(0.99), pct(0.999)
 	l.Max = us(s[len(s)-1])
 	l.Mean = us(sum / time.Duration(len(s)))
-	l.PerSec = float64(len(s)) / d.Seconds()
+	if d > 0 {
+		l.PerSec = float64(len(s)) / d.Seconds()
+	}
 	return l
 }

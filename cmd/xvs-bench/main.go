@@ -38,20 +38,32 @@ type options struct {
 	rings     []string
 	modes     []string // VM -> VM: xconnect, bridge
 	rounds    int
-	warmup    time.Duration
-	duration  time.Duration
-	smoke     bool
-	genCPU    int      // NIC -> VM: the CPU of the wire-side generator
-	keep      bool     // keep every run's work directory (testpmd logs, sockets)
-	replot    string   // a bench.json to render again instead of measuring
-	args      []string // as given, for the record
+	// latencyRounds and probes: scenario 6's rounds, and the round
+	// trips each of its runs measures.
+	latencyRounds int
+	probes        int
+	warmup        time.Duration
+	duration      time.Duration
+	// runtimeCPUs is xvswitch's process mask (taskset), where the Go
+	// runtime's threads run; its worker pins itself to switchCPU (--cpus).
+	// Empty: not pinned.
+	runtimeCPUs string
+	profile     string // a directory: profile the worker in scenarios 1-3
+	// profileDuration is the profiled run's window.
+	profileDuration time.Duration
+	smoke           bool
+	genCPU          int      // NIC -> VM: the CPU of the wire-side generator
+	keep            bool     // keep every run's work directory (testpmd logs, sockets)
+	replot          string   // a bench.json to render again instead of measuring
+	args            []string // as given, for the record
 }
 
 // smokeOptions is the smoke run: one small case per scenario (64 B, split
 // ring, VM -> VM cross-connected), one round, a fraction of a second each.
 func smokeOptions(out string) options {
 	return options{out: out, scenarios: []int{1, 2, 3, 4, 5, 6, 7}, sizes: []int{64}, rings: []string{"split"}, modes: []string{"xconnect"},
-		genCPU: switchCPU, rounds: 1, warmup: 300 * time.Millisecond, duration: 500 * time.Millisecond, smoke: true}
+		genCPU: switchCPU, rounds: 1, latencyRounds: 1, probes: 1000, runtimeCPUs: strconv.Itoa(guestCPU),
+		warmup: 300 * time.Millisecond, duration: 500 * time.Millisecond, profileDuration: 500 * time.Millisecond, smoke: true}
 }
 
 func parseFlags(args []string) (options, error) {
@@ -64,13 +76,18 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&sizes, "sizes", "64,1518", "frame sizes (bytes, Ethernet header to payload end, no FCS)")
 	fs.StringVar(&rings, "rings", "packed,split", "virtqueue kinds")
 	fs.StringVar(&modes, "modes", "xconnect,bridge", "VM -> VM forwarding modes")
-	fs.IntVar(&o.rounds, "rounds", 2, "xvswitch/DPDK alternations per case")
+	fs.IntVar(&o.rounds, "rounds", 5, "xvswitch/DPDK alternations per case (the table gives each system's median and best)")
+	fs.IntVar(&o.latencyRounds, "latency-rounds", 3, "xvswitch/DPDK alternations of the latency case (scenario 6)")
+	fs.IntVar(&o.probes, "probes", 10000, "latency: round trips measured per run")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "traffic runs this long before the measurement window")
-	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measurement window per run")
+	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measurement window per run (rates and idle)")
+	fs.StringVar(&o.runtimeCPUs, "runtime-cpus", strconv.Itoa(guestCPU), "CPUs of xvswitch's process (taskset; its Go runtime's threads), its worker pinned to CPU 1 by --cpus; empty: not pinned")
+	fs.DurationVar(&o.profileDuration, "profile-duration", 5*time.Second, "-profile: the profiled run's measured window")
+	fs.StringVar(&o.profile, "profile", "", "profile xvswitch's worker with perf in one extra run per case of scenarios 1-3, writing `DIR`/profile-<scenario>-<ring>-<size>.txt")
 	fs.IntVar(&o.genCPU, "gen-cpu", switchCPU, "NIC -> VM: the CPU of the wire-side generator (1 shares the switch's, 0 the guest's)")
 	fs.BoolVar(&o.keep, "keep", false, "keep every run's work directory (testpmd logs); failed runs' are always kept")
 	fs.StringVar(&o.replot, "replot", "", "render the table and chart of an existing bench.json into -out, measuring nothing")
-	smoke := fs.Bool("smoke", false, "smoke run: scenarios 1-7, 64 B, split ring, VM -> VM cross-connected, one round, 0.5 s windows (overrides the others but -out and -xvswitch)")
+	smoke := fs.Bool("smoke", false, "smoke run: scenarios 1-7, 64 B, split ring, VM -> VM cross-connected, one round, 0.5 s windows (overrides the others but -out, -xvswitch, -keep, -gen-cpu, -runtime-cpus and -profile)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -82,6 +99,8 @@ func parseFlags(args []string) (options, error) {
 		so.xvswitch = o.xvswitch
 		so.keep = o.keep
 		so.genCPU = o.genCPU
+		so.profile = o.profile
+		so.runtimeCPUs = o.runtimeCPUs
 		so.args = args
 		return so, nil
 	}
@@ -112,8 +131,19 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.modes = append(o.modes, s)
 	}
-	if o.rounds < 1 || o.duration <= 0 || o.warmup < 0 {
-		return o, fmt.Errorf("-rounds must be >= 1 and -duration > 0")
+	if o.rounds < 1 || o.latencyRounds < 1 || o.probes < 1 || o.duration <= 0 || o.profileDuration <= 0 || o.warmup < 0 {
+		return o, fmt.Errorf("-rounds, -latency-rounds and -probes must be >= 1, -duration and -profile-duration > 0")
+	}
+	if o.runtimeCPUs != "" {
+		cpus, err := parseCPUList(o.runtimeCPUs)
+		if err != nil || len(cpus) == 0 {
+			return o, fmt.Errorf("-runtime-cpus: %q: want a CPU list such as 0 or 0,2-3", o.runtimeCPUs)
+		}
+		for _, c := range cpus {
+			if c == switchCPU {
+				return o, fmt.Errorf("-runtime-cpus: %q holds the worker's CPU %d", o.runtimeCPUs, switchCPU)
+			}
+		}
 	}
 	return o, nil
 }
@@ -154,6 +184,14 @@ func runBench(o options, log io.Writer) (*Report, error) {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return nil, err
 	}
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return nil, err
+		}
+		if err := checkPerf(o.profile); err != nil {
+			return nil, err
+		}
+	}
 	logDir, err := os.MkdirTemp("", "xvs-bench-logs-")
 	if err != nil {
 		return nil, err
@@ -186,7 +224,7 @@ func runBench(o options, log io.Writer) (*Report, error) {
 			os.Exit(130)
 		}
 	}()
-	fmt.Fprintf(log, "xvs-bench: %d cases x %d rounds x 2 systems; load %.2f; process logs in %s\n", len(cases), o.rounds, rep.LoadStart[0], logDir)
+	fmt.Fprintf(log, "xvs-bench: %d cases x %d rounds (latency: %d) x 2 systems; load %.2f; process logs in %s\n", len(cases), o.rounds, o.latencyRounds, rep.LoadStart[0], logDir)
 	start := time.Now()
 	for i, c := range cases {
 		fmt.Fprintf(log, "[%d/%d] %s (%s)\n", i+1, len(cases), c.ID, time.Since(start).Round(time.Second))
@@ -233,5 +271,10 @@ func replot(path, out string) (*Report, error) {
 		return nil, err
 	}
 	rep.Failed = 0 // a replot measured nothing, so nothing failed now
+	// The summaries again from the runs, so a report written before the
+	// medians and ratios of both kinds renders with them.
+	for i := range rep.Results {
+		rep.Results[i].summarize()
+	}
 	return &rep, rep.write(out)
 }

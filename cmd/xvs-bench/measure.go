@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,12 +25,25 @@ type Run struct {
 	PeakRSSMiB      float64  `json:"peak_rss_mib"`
 	Latency         *Latency `json:"latency,omitempty"`
 	Load1           float64  `json:"load1_at_start"`
+	// WindowDrops: the switch's drop counters that moved in the measured
+	// window (read at its start and end, drops.go); WindowDropsTotal
+	// their sum without the case's by-design drop and the AF_XDP RX ring's
+	// (which DPDK does not report: ringFullDrop).
+	WindowDrops      Drops  `json:"window_drops"`
+	WindowDropsTotal uint64 `json:"window_drops_total"`
 	// Threads: where each thread of the switching process (Switch) and
 	// of the guest testpmd (Guest) may run, read during the run.
 	SwitchThreads string `json:"switch_threads"`
 	GuestThreads  string `json:"guest_threads,omitempty"`
-	Notes         string `json:"notes,omitempty"`
-	Error         string `json:"error,omitempty"`
+	// Placement: every thread of the switching process over the window,
+	// and for xvswitch whether its worker had its CPU to itself.
+	Placement *Placement `json:"switch_placement,omitempty"`
+	// Profiled: an extra run whose worker perf sampled (-profile); not
+	// in the summaries.
+	Profiled bool     `json:"profiled,omitempty"`
+	Profile  *Profile `json:"profile,omitempty"`
+	Notes    string   `json:"notes,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
 
 // bench is one invocation: options, the xvswitch binary, where logs go.
@@ -45,8 +58,8 @@ type bench struct {
 // the warm-up, then measures for the duration: the rate (frames counted
 // by the case's instrument), the latency, and the switching process's CPU
 // time and peak RSS. Everything is torn down before it returns.
-func (b *bench) runOnce(c Case, sys string, round int) Run {
-	r := Run{System: sys, Round: round, Load1: loadAvg()[0]}
+func (b *bench) runOnce(c Case, sys string, round int, profile bool) Run {
+	r := Run{System: sys, Round: round, Load1: loadAvg()[0], Profiled: profile}
 	work, err := os.MkdirTemp("", "xvs-bench-")
 	if err != nil {
 		r.Error = err.Error()
@@ -72,11 +85,24 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	tp := b.build(t, c, sys)
 	tp.start()
 	time.Sleep(b.opt.warmup)
+	// The window's start: CPU times, threads, drops, then the counters.
 	cpu0, err := cpuSeconds(tp.pid)
 	if err != nil {
 		t.Fatalf("switching process: %v", err)
 	}
 	gcpu0, _ := cpuSeconds(tp.guestPid)
+	threads0, err := readThreads(tp.pid)
+	if err != nil {
+		t.Fatalf("switching process's threads: %v", err)
+	}
+	drops0, err := tp.drops()
+	if err != nil {
+		t.Fatalf("drops: %v", err)
+	}
+	var perf *perfRecording
+	if r.Profiled {
+		perf = b.startProfile(t, tp, threads0, r)
+	}
 	w0 := time.Now()
 	switch c.Kind {
 	case kindRate:
@@ -91,7 +117,11 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 				t.Fatalf("offered: %v", err)
 			}
 		}
-		time.Sleep(b.opt.duration)
+		window := b.opt.duration
+		if r.Profiled {
+			window = b.opt.profileDuration
+		}
+		time.Sleep(window)
 		n1, t1, err := tp.count()
 		if err != nil {
 			t.Fatalf("count: %v", err)
@@ -108,24 +138,56 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 		if r.Seconds > 0 {
 			r.Mpps = float64(r.Packets) / r.Seconds / 1e6
 		}
+		if r.Packets == 0 {
+			// Nothing to measure: a closed loop whose primed frames
+			// were lost before the switch's ports were up, or traffic
+			// that never started. A failure, so the run is retried.
+			t.Fatalf("no frames counted in the %.2f s window", r.Seconds)
+		}
 	case kindLatency:
-		l, err := tp.probe(b.opt.duration)
+		l, err := tp.probe(b.opt.probes, max(30*time.Second, 10*b.opt.duration))
 		if err != nil {
 			t.Fatalf("latency: %v", err)
+		}
+		if l.Probes < b.opt.probes {
+			r.Notes += fmt.Sprintf(" [only %d of %d probes came back in time]", l.Probes, b.opt.probes)
 		}
 		r.Latency = l
 	case kindIdle:
 		time.Sleep(b.opt.duration)
 	}
-	r.SwitchThreads = threadPlacement(tp.pid)
-	if tp.guestPid > 0 {
-		r.GuestThreads = threadPlacement(tp.guestPid)
+	// The window's end, in the reverse order: the drops window holds
+	// the count window.
+	if perf != nil {
+		if err := perf.stop(); err != nil {
+			r.Profile = &Profile{TID: perf.tid, Error: err.Error()}
+			perf = nil
+		}
+	}
+	drops1, err := tp.drops()
+	if err != nil {
+		t.Fatalf("drops: %v", err)
+	}
+	r.WindowDrops = drops1.since(drops0)
+	r.WindowDropsTotal = r.WindowDrops.total(c.ByDesignDrop, ringFullDrop)
+	threads1, err := readThreads(tp.pid)
+	if err != nil {
+		t.Fatalf("switching process's threads after the window: %v", err)
 	}
 	cpu1, err := cpuSeconds(tp.pid)
 	if err != nil {
 		t.Fatalf("switching process gone after the measurement: %v", err)
 	}
 	r.WallSeconds = time.Since(w0).Seconds()
+	p := placementOf(tp.pid, threads0, threads1, tp.workerCPUs)
+	r.Placement = &p
+	if ok := p.RuntimeOffWorkerCPU; ok != nil && !*ok {
+		r.Notes += " [worker CPU shared: " + strings.Join(p.Violations, "; ") + "]"
+	}
+	r.SwitchThreads = threadPlacement(tp.pid)
+	if tp.guestPid > 0 {
+		r.GuestThreads = threadPlacement(tp.guestPid)
+	}
 	r.CPUSeconds = cpu1 - cpu0
 	r.CPUPercent = 100 * r.CPUSeconds / r.WallSeconds
 	if gcpu1, err := cpuSeconds(tp.guestPid); err == nil {
@@ -134,8 +196,8 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	if r.PeakRSSMiB, err = peakRSSMiB(tp.pid); err != nil {
 		t.Fatalf("%v", err)
 	}
-	if tp.notes != nil {
-		r.Notes = tp.notes()
+	if perf != nil {
+		r.Profile = perf.report(filepath.Join(b.opt.profile, profileName(c)), profileHeader(c, r))
 	}
 	// Under traffic both switches poll flat out: a much smaller share of
 	// the CPU means something else ran on it, and the rate shows that too.
@@ -146,17 +208,39 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 			r.Notes += " [threads: " + threadStates(tp.pid) + "]"
 		}
 	}
+	r.Notes = strings.TrimSpace(r.Notes)
 }
 
-// SysSummary is one system's results on one case.
-type SysSummary struct {
-	Runs       int      `json:"runs_ok"`
-	BestMpps   float64  `json:"best_mpps,omitempty"`
-	MedianMpps float64  `json:"median_mpps,omitempty"`
-	CPUSeconds float64  `json:"median_cpu_seconds"`
-	CPUPercent float64  `json:"median_cpu_percent"`
-	PeakRSSMiB float64  `json:"peak_rss_mib"`
-	Latency    *Latency `json:"latency,omitempty"` // the run with the lowest median
+// startProfile starts perf on xvswitch's worker thread for the window.
+// Without one worker thread to sample, or without perf, the run goes on
+// unprofiled and says why.
+func (b *bench) startProfile(t *runT, tp *topo, threads map[int]threadSample, r *Run) *perfRecording {
+	tids := workerThreads(tp.pid, threads, tp.workerCPUs)
+	if len(tids) != 1 {
+		r.Profile = &Profile{Error: fmt.Sprintf("want one worker thread pinned to CPU %s, found %d", cpuListString(tp.workerCPUs), len(tids))}
+		return nil
+	}
+	perf, err := startPerf(t.TempDir(), tids[0], guestCPU)
+	if err != nil {
+		r.Profile = &Profile{TID: tids[0], Error: err.Error()}
+		return nil
+	}
+	t.Cleanup(perf.kill) // a run that fails in its window
+	return perf
+}
+
+// profileHeader is what a profile file says about the run it comes from.
+func profileHeader(c Case, r *Run) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# xvs-bench CPU profile of xvswitch's worker thread: %s (scenario %d %s, %d B, %s ring", c.ID, c.Scenario, c.Title, c.Size, c.Ring)
+	if c.Mode != "" {
+		fmt.Fprintf(&b, ", %s", c.Mode)
+	}
+	fmt.Fprintf(&b, ")\n# perf record -F %d -g -t <worker tid> over the measured window (%.1f s), an extra run left out of the table's medians and bests\n", perfHz, r.WallSeconds)
+	if c.Kind == kindRate {
+		fmt.Fprintf(&b, "# rate during the profiled run: %.2f Mpps; the switching process used %.0f%% of a core\n", r.Mpps, r.CPUPercent)
+	}
+	return b.String()
 }
 
 // Result is a case with its runs (alternated xvswitch, DPDK, xvswitch,
@@ -167,51 +251,67 @@ type Result struct {
 	Runs      []Run      `json:"runs"`
 	Xvswitch  SysSummary `json:"xvswitch"`
 	DPDK      SysSummary `json:"dpdk"`
-	// Ratio is xvswitch / DPDK: best Mpps (rate; higher is better),
-	// median round trip (latency; lower is better), CPU (idle; lower is
+	// RatioMedian and RatioBest are xvswitch / DPDK of the medians and
+	// of the bests (ratios, stats.go): Mpps for a rate (higher is
+	// better), p99 round trip for latency and CPU for idle (lower is
 	// better). 0 when either side has no result.
-	Ratio float64 `json:"ratio"`
+	RatioMedian float64 `json:"ratio_median"`
+	RatioBest   float64 `json:"ratio_best"`
+	// Profile is the extra profiled xvswitch run's (-profile).
+	Profile *Profile `json:"profile,omitempty"`
 }
 
-// runCase measures c on both systems, alternating them round by round.
+// roundsOf is how many rounds case c runs: latency's windows are counted
+// in probes and take their own number of rounds.
+func (o options) roundsOf(c Case) int {
+	if c.Kind == kindLatency {
+		return o.latencyRounds
+	}
+	return o.rounds
+}
+
+// runCase measures c on both systems, alternating them round by round,
+// then (-profile, scenarios 1-3) profiles one more xvswitch run.
 func (b *bench) runCase(c Case, stop *atomic.Bool) Result {
-	res := Result{Case: c, Placement: placement}
-	for round := 1; round <= b.opt.rounds && !stop.Load(); round++ {
+	res := Result{Case: c, Placement: placement(b.opt.runtimeCPUs)}
+	run := func(sys string, round int, profile bool) Run {
+		r := b.runOnce(c, sys, round, profile)
+		if r.Error != "" {
+			// The machine is shared: a process can be starved for
+			// seconds. One retry; the failure stays on record.
+			fmt.Fprintf(b.log, "  %-28s %-8s round %d: failed, retrying: %s\n", c.ID, sys, round, firstLine(r.Error))
+			first := r.Error
+			r = b.runOnce(c, sys, round, profile)
+			r.Notes = strings.TrimSpace(r.Notes + " (retried after: " + firstLine(first) + ")")
+		}
+		fmt.Fprintf(b.log, "  %-28s %-8s round %d: %s\n", c.ID, sys, round, r.brief(c.Kind))
+		return r
+	}
+	for round := 1; round <= b.opt.roundsOf(c) && !stop.Load(); round++ {
 		for _, sys := range []string{sysXvswitch, sysDPDK} {
 			if stop.Load() {
 				break
 			}
-			r := b.runOnce(c, sys, round)
-			if r.Error != "" {
-				// The machine is shared: a process can be starved for
-				// seconds. One retry; the failure stays on record.
-				fmt.Fprintf(b.log, "  %-28s %-8s round %d: failed, retrying: %s\n", c.ID, sys, round, firstLine(r.Error))
-				first := r.Error
-				r = b.runOnce(c, sys, round)
-				r.Notes = strings.TrimSpace(r.Notes + " (retried after: " + firstLine(first) + ")")
-			}
-			fmt.Fprintf(b.log, "  %-28s %-8s round %d: %s\n", c.ID, sys, round, r.brief(c.Kind))
-			res.Runs = append(res.Runs, r)
+			res.Runs = append(res.Runs, run(sys, round, false))
 		}
 	}
+	if b.opt.profile != "" && profiled(c.Scenario) && !stop.Load() {
+		r := run(sysXvswitch, 0, true)
+		res.Runs = append(res.Runs, r)
+		res.Profile = r.Profile
+		if res.Profile == nil && r.Error != "" {
+			res.Profile = &Profile{Error: "the profiled run failed: " + firstLine(r.Error)}
+		}
+	}
+	res.summarize()
+	return res
+}
+
+// summarize fills in the systems' summaries and the ratios from the runs.
+func (res *Result) summarize() {
 	res.Xvswitch = summarize1(res.Runs, sysXvswitch)
 	res.DPDK = summarize1(res.Runs, sysDPDK)
-	x, d := res.Xvswitch, res.DPDK
-	switch c.Kind {
-	case kindRate:
-		if d.BestMpps > 0 {
-			res.Ratio = x.BestMpps / d.BestMpps
-		}
-	case kindLatency:
-		if x.Latency != nil && d.Latency != nil && d.Latency.P50 > 0 {
-			res.Ratio = x.Latency.P50 / d.Latency.P50
-		}
-	case kindIdle:
-		if x.Runs > 0 && d.Runs > 0 && d.CPUPercent > 0 {
-			res.Ratio = x.CPUPercent / d.CPUPercent
-		}
-	}
-	return res
+	res.RatioMedian, res.RatioBest = ratios(res.Kind, res.Xvswitch, res.DPDK)
 }
 
 func (r Run) brief(kind string) string {
@@ -226,44 +326,18 @@ func (r Run) brief(kind string) string {
 			s += fmt.Sprintf(" of %.3f Mpps offered", r.OfferedMpps)
 		}
 	case kindLatency:
-		s = fmt.Sprintf("p50 %.1f us p99 %.1f us (%d probes, %d lost)", r.Latency.P50, r.Latency.P99, r.Latency.Probes, r.Latency.Lost)
+		s = fmt.Sprintf("p50 %.1f us p99 %.1f us p99.9 %.1f us (%d probes, %d lost)", r.Latency.P50, r.Latency.P99, r.Latency.P999, r.Latency.Probes, r.Latency.Lost)
+	}
+	s += fmt.Sprintf(" window drops %d", r.WindowDropsTotal)
+	if p := r.Placement; p != nil && p.RuntimeOffWorkerCPU != nil {
+		s += fmt.Sprintf("; runtime off worker CPU: %v (%.3f s CPU)", *p.RuntimeOffWorkerCPU, p.runtimeCPUSeconds())
+	}
+	if r.Profile != nil {
+		if r.Profile.Error != "" {
+			s += "; profile: " + r.Profile.Error
+		} else {
+			s += fmt.Sprintf("; profile: %d samples in %s", r.Profile.Samples, r.Profile.File)
+		}
 	}
 	return fmt.Sprintf("%s guest cpu %.0f%%; cpu %.3f s (%.1f%%) rss %.1f MiB load %.1f %s", s, r.GuestCPUPercent, r.CPUSeconds, r.CPUPercent, r.PeakRSSMiB, r.Load1, r.Notes)
-}
-
-func summarize1(runs []Run, sys string) SysSummary {
-	var s SysSummary
-	var mpps, cpu, pct []float64
-	for _, r := range runs {
-		if r.System != sys || r.Error != "" {
-			continue
-		}
-		s.Runs++
-		mpps = append(mpps, r.Mpps)
-		cpu = append(cpu, r.CPUSeconds)
-		pct = append(pct, r.CPUPercent)
-		s.PeakRSSMiB = max(s.PeakRSSMiB, r.PeakRSSMiB)
-		if r.Latency != nil && r.Latency.Probes > 0 && (s.Latency == nil || r.Latency.P50 < s.Latency.P50) {
-			s.Latency = r.Latency
-		}
-	}
-	if s.Runs == 0 {
-		return s
-	}
-	s.MedianMpps = median(mpps)
-	for _, m := range mpps {
-		s.BestMpps = max(s.BestMpps, m)
-	}
-	s.CPUSeconds, s.CPUPercent = median(cpu), median(pct)
-	return s
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }

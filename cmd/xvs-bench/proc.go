@@ -28,14 +28,17 @@ type proc struct {
 // startProc starts argv with its own process group, killed if the bench
 // dies (Pdeathsig fires when the forking thread exits, so the fork and the
 // wait run on one locked thread), output to logPath, and registers its
-// stop with t.
-func startProc(t *runT, logPath string, argv ...string) *proc {
+// stop with t. env, if not nil, is added to the bench's environment.
+func startProc(t *runT, logPath string, env []string, argv ...string) *proc {
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	fmt.Fprintf(f, "# %s\n", strings.Join(argv, " "))
+	fmt.Fprintf(f, "# %s\n", strings.Join(append(append([]string(nil), env...), argv...), " "))
 	p := &proc{cmd: exec.Command(argv[0], argv[1:]...), log: logPath, exited: make(chan struct{})}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	started := make(chan error, 1)

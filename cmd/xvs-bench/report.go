@@ -13,20 +13,25 @@ import (
 
 // Report is everything a run measured, as written to bench.json.
 type Report struct {
-	Date      string     `json:"date"`
-	Host      Host       `json:"host"`
-	Command   string     `json:"command"`
-	Smoke     bool       `json:"smoke"`
-	Rounds    int        `json:"rounds"`
-	Warmup    string     `json:"warmup"`
-	Duration  string     `json:"duration"`
-	LoadStart [3]float64 `json:"load_average_start"`
-	LoadEnd   [3]float64 `json:"load_average_end"`
-	Elapsed   string     `json:"elapsed"`
-	Placement string     `json:"cpu_placement"`
-	Guest     string     `json:"guest_config"`
-	Results   []Result   `json:"results"`
-	Failed    int        `json:"failed_runs"`
+	Date    string `json:"date"`
+	Host    Host   `json:"host"`
+	Command string `json:"command"`
+	Smoke   bool   `json:"smoke"`
+	Rounds  int    `json:"rounds"`
+	// LatencyRounds and Probes: scenario 6's rounds and round trips per run.
+	LatencyRounds int        `json:"latency_rounds"`
+	Probes        int        `json:"probes_per_run"`
+	Warmup        string     `json:"warmup"`
+	Duration      string     `json:"duration"`
+	LoadStart     [3]float64 `json:"load_average_start"`
+	LoadEnd       [3]float64 `json:"load_average_end"`
+	Elapsed       string     `json:"elapsed"`
+	Placement     string     `json:"cpu_placement"`
+	// XvswitchLaunch is how the bench starts xvswitch (its CPU placement).
+	XvswitchLaunch string   `json:"xvswitch_launch"`
+	Guest          string   `json:"guest_config"`
+	Results        []Result `json:"results"`
+	Failed         int      `json:"failed_runs"`
 	// Interrupted: the run was stopped early (Ctrl-C); later cases are missing.
 	Interrupted bool     `json:"interrupted,omitempty"`
 	Files       []string `json:"-"`
@@ -48,16 +53,19 @@ const guestConfig = "DPDK testpmd with net_virtio_user: mrg_rxbuf=1, in_order=0,
 
 func newReport(o options) *Report {
 	return &Report{
-		Date:      time.Now().UTC().Format("2006-01-02 15:04 MST"),
-		Host:      hostInfo(),
-		Command:   "xvs-bench " + strings.Join(o.args, " "),
-		Smoke:     o.smoke,
-		Rounds:    o.rounds,
-		Warmup:    o.warmup.String(),
-		Duration:  o.duration.String(),
-		LoadStart: loadAvg(),
-		Placement: placement,
-		Guest:     guestConfig,
+		Date:           time.Now().UTC().Format("2006-01-02 15:04 MST"),
+		Host:           hostInfo(),
+		Command:        "xvs-bench " + strings.Join(o.args, " "),
+		Smoke:          o.smoke,
+		Rounds:         o.rounds,
+		LatencyRounds:  o.latencyRounds,
+		Probes:         o.probes,
+		XvswitchLaunch: xvswitchLaunch(o.runtimeCPUs),
+		Warmup:         o.warmup.String(),
+		Duration:       o.duration.String(),
+		LoadStart:      loadAvg(),
+		Placement:      placement(o.runtimeCPUs),
+		Guest:          guestConfig,
 	}
 }
 
@@ -128,25 +136,29 @@ func (r *Report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# xvswitch vs DPDK: %s\n\n", r.Date)
 	fmt.Fprintf(&b, "- Machine: %s, %d CPUs, %s, kernel %s; Go %s; DPDK %s\n", r.Host.CPUModel, r.Host.CPUs, r.Host.MemTotal, r.Host.Kernel, r.Host.Go, r.Host.DPDK)
-	fmt.Fprintf(&b, "- Command: `%s` (%d rounds of xvswitch then DPDK per case, %s warm-up, %s measured each; took %s)\n", r.Command, r.Rounds, r.Warmup, r.Duration, r.Elapsed)
+	fmt.Fprintf(&b, "- Command: `%s` (%d rounds of xvswitch then DPDK per case, %s warm-up, %s measured each; latency: %d rounds of %d round trips each; took %s)\n", r.Command, r.Rounds, r.Warmup, r.Duration, r.LatencyRounds, r.Probes, r.Elapsed)
 	fmt.Fprintf(&b, "- Load average at start %.2f %.2f %.2f, at end %.2f %.2f %.2f\n", r.LoadStart[0], r.LoadStart[1], r.LoadStart[2], r.LoadEnd[0], r.LoadEnd[1], r.LoadEnd[2])
 	fmt.Fprintf(&b, "- CPU placement (both systems): %s\n", r.Placement)
+	if r.XvswitchLaunch != "" {
+		fmt.Fprintf(&b, "- xvswitch started as: %s\n", r.XvswitchLaunch)
+	}
 	fmt.Fprintf(&b, "- Configuration: %s\n", r.Guest)
 	if r.Interrupted {
 		b.WriteString("- **Interrupted**: the run was stopped early; the cases after the last row were not measured\n")
 	}
 	b.WriteString("\n")
-	b.WriteString("Rates are the best run of each system (all runs in brackets); ratio = xvswitch / DPDK (for latency: median round trip, lower is better; idle: CPU, lower is better). CPU is the switching process's CPU time over the measured window (median of the runs) and its share of one core; RSS is its peak resident set (VmHWM).\n\n")
-	b.WriteString("| # | Scenario | Frame | Ring | xvswitch | DPDK | xvs/DPDK | xvswitch CPU | DPDK CPU | xvswitch peak RSS | DPDK peak RSS |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("Each system ran every case in alternated rounds (xvswitch, DPDK, xvswitch, DPDK, ...). For each system the table gives the median and the best of its runs (rates: every run in brackets, in run order; latency: the median of the runs' p50, p99 and p99.9, and the lowest p99), and the ratios xvswitch / DPDK of the medians and of the bests (rates: higher is better; latency: p99 round trip, lower is better; idle: CPU, lower is better). Window drops are the frames the switch itself counted as dropped between the start and the end of the measured window (xvswitch: its drop reasons and its AF_XDP sockets' rx_dropped and invalid descriptors; DPDK: its ports' RX-missed, RX-errors, RX-nombuf and TX-errors, and its forwarding engine's TX-dropped; neither counts frames a full AF_XDP RX ring refused, which DPDK's af_xdp PMD does not report: xvswitch's are in window_drops in bench.json), median of the runs (most in brackets); warm-up drops do not count. CPU is the switching process's CPU time over the window (median of the runs) and its share of one core; RSS is its peak resident set (VmHWM).\n\n")
+	b.WriteString("| # | Scenario | Frame | Ring | xvswitch median | xvswitch best | DPDK median | DPDK best | xvs/DPDK median | xvs/DPDK best | window drops xvswitch / DPDK | xvswitch CPU | DPDK CPU | xvswitch peak RSS | DPDK peak RSS |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.Results {
 		title := res.Title
 		if res.Mode != "" {
 			title += " (" + res.Mode + ")"
 		}
-		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			res.Scenario, title, res.Size, res.Ring,
-			cell(res, sysXvswitch), cell(res, sysDPDK), ratioCell(res),
+			medianCell(res, sysXvswitch), bestCell(res, sysXvswitch), medianCell(res, sysDPDK), bestCell(res, sysDPDK),
+			ratioCell(res.Kind, res.RatioMedian), ratioCell(res.Kind, res.RatioBest), dropsCell(res),
 			cpuCell(res.Xvswitch), cpuCell(res.DPDK), rssCell(res.Xvswitch), rssCell(res.DPDK))
 	}
 	var errs []string
@@ -165,9 +177,15 @@ func (r *Report) markdown() string {
 	for _, res := range r.Results {
 		if !seen[res.Scenario] {
 			seen[res.Scenario] = true
-			fmt.Fprintf(&b, "- %d %s: %s\n", res.Scenario, res.Title, res.Instrument)
+			fmt.Fprintf(&b, "- %d %s: %s", res.Scenario, res.Title, res.Instrument)
+			if res.ByDesignDrop != "" {
+				fmt.Fprintf(&b, " (xvswitch's %s drops are this case's design, left out of its window drops)", res.ByDesignDrop)
+			}
+			b.WriteString("\n")
 		}
 	}
+	b.WriteString(r.placementSection())
+	b.WriteString(r.profileSection())
 	return b.String()
 }
 
@@ -176,12 +194,17 @@ func firstLine(s string) string {
 	return l
 }
 
-// cell is one system's result for a case.
-func cell(res Result, sys string) string {
-	s := res.Xvswitch
+// summary is sys's summary of res.
+func (res Result) summary(sys string) SysSummary {
 	if sys == sysDPDK {
-		s = res.DPDK
+		return res.DPDK
 	}
+	return res.Xvswitch
+}
+
+// medianCell is one system's median result for a case, with its runs.
+func medianCell(res Result, sys string) string {
+	s := res.summary(sys)
 	if s.Runs == 0 {
 		return "failed"
 	}
@@ -191,37 +214,81 @@ func cell(res Result, sys string) string {
 		if l == nil {
 			return "no probes"
 		}
-		return fmt.Sprintf("p50 %.0f µs, p99 %.0f µs, p99.9 %.0f µs", l.P50, l.P99, l.P999)
+		return fmt.Sprintf("p50 %.0f, p99 %.0f, p99.9 %.0f µs (p99s %s)", l.MedianP50, l.MedianP99, l.MedianP999, joinFloats(l.P99s, "%.0f"))
 	case kindIdle:
-		return "-"
+		return fmt.Sprintf("%.2f%%", s.CPUPercent)
 	}
-	var runs []string
+	var runs, offered []float64
 	for _, r := range res.Runs {
-		if r.System == sys && r.Error == "" {
-			runs = append(runs, fmt.Sprintf("%.2f", r.Mpps))
+		if r.System == sys && r.Error == "" && !r.Profiled {
+			runs = append(runs, r.Mpps)
+			if r.OfferedMpps > 0 {
+				offered = append(offered, r.OfferedMpps)
+			}
 		}
 	}
-	out := fmt.Sprintf("**%.2f Mpps** (%s)", s.BestMpps, strings.Join(runs, ", "))
-	var offered []string
-	for _, r := range res.Runs {
-		if r.System == sys && r.Error == "" && r.OfferedMpps > 0 {
-			offered = append(offered, fmt.Sprintf("%.2f", r.OfferedMpps))
-		}
-	}
+	out := fmt.Sprintf("**%.2f Mpps** (%s)", s.MedianMpps, joinFloats(runs, "%.2f"))
 	if len(offered) > 0 {
-		out += " of " + strings.Join(offered, ", ") + " offered"
+		out += fmt.Sprintf(" of %.2f offered", median(offered))
 	}
 	return out
 }
 
-func ratioCell(res Result) string {
-	if res.Ratio == 0 {
+// bestCell is one system's best result for a case.
+func bestCell(res Result, sys string) string {
+	s := res.summary(sys)
+	if s.Runs == 0 {
 		return "-"
 	}
-	if res.Kind == kindIdle && res.Ratio < 0.01 {
-		return fmt.Sprintf("%.4fx", res.Ratio)
+	switch res.Kind {
+	case kindLatency:
+		if s.Latency == nil {
+			return "-"
+		}
+		return fmt.Sprintf("p99 %.0f µs", s.Latency.BestP99)
+	case kindIdle:
+		return fmt.Sprintf("%.2f%%", s.BestCPUPercent)
 	}
-	return fmt.Sprintf("%.2fx", res.Ratio)
+	return fmt.Sprintf("%.2f Mpps", s.BestMpps)
+}
+
+func joinFloats(v []float64, format string) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf(format, x)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func ratioCell(kind string, ratio float64) string {
+	if ratio == 0 {
+		return "-"
+	}
+	if kind == kindIdle && ratio < 0.01 {
+		return fmt.Sprintf("%.4fx", ratio)
+	}
+	return fmt.Sprintf("%.2fx", ratio)
+}
+
+// dropsCell is both systems' window drops: median (most).
+func dropsCell(res Result) string {
+	read := map[string]bool{} // runs before window drops were read have none
+	for _, r := range res.Runs {
+		if r.WindowDrops != nil {
+			read[r.System] = true
+		}
+	}
+	one := func(sys string) string {
+		s := res.summary(sys)
+		if s.Runs == 0 || !read[sys] {
+			return "-"
+		}
+		if s.MaxWindowDrops == s.MedianWindowDrops {
+			return fmt.Sprint(s.MedianWindowDrops)
+		}
+		return fmt.Sprintf("%d (%d)", s.MedianWindowDrops, s.MaxWindowDrops)
+	}
+	return one(sysXvswitch) + " / " + one(sysDPDK)
 }
 
 func cpuCell(s SysSummary) string {
@@ -236,4 +303,69 @@ func rssCell(s SysSummary) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f MiB", s.PeakRSSMiB)
+}
+
+// placementSection says whether xvswitch's worker had its CPU to itself
+// in every run, and what broke it where it did not.
+func (r *Report) placementSection() string {
+	var runs, ok int
+	var rt []float64
+	var bad []string
+	for _, res := range r.Results {
+		for _, run := range res.Runs {
+			p := run.Placement
+			if run.System != sysXvswitch || run.Error != "" || p == nil || p.RuntimeOffWorkerCPU == nil {
+				continue
+			}
+			runs++
+			rt = append(rt, p.runtimeCPUSeconds())
+			if *p.RuntimeOffWorkerCPU {
+				ok++
+			} else if len(bad) < 10 {
+				bad = append(bad, fmt.Sprintf("- %s round %d: %s", res.ID, run.Round, strings.Join(p.Violations, "; ")))
+			}
+		}
+	}
+	if runs == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nThread placement: xvswitch's worker thread had its CPU to itself (no other thread of the process allowed on it, or last seen on it, at the window's start and end: /proc/<pid>/task/*/status Cpus_allowed_list and stat field 39) in %d of %d runs; its other threads (the Go runtime) used %.3f s of CPU per window (median). Every thread of both switches, per run: switch_placement in bench.json.\n", ok, runs, median(rt))
+	if len(bad) > 0 {
+		b.WriteString("\n" + strings.Join(bad, "\n") + "\n")
+	}
+	return b.String()
+}
+
+// modulePrefix is left out of the functions' names in the table.
+const modulePrefix = "github.com/xvswitch/xvswitch/"
+
+// profileSection lists the top functions of each profiled case's worker.
+func (r *Report) profileSection() string {
+	var b strings.Builder
+	for _, res := range r.Results {
+		p := res.Profile
+		if p == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			fmt.Fprintf(&b, "\n## Where xvswitch's worker spends its time\n\nperf record -F %d -g -t <worker tid> over the window of one extra xvswitch run per case (not in the table), `perf report --no-children`: the top %d functions by self share of the worker's samples. The whole reports, with call chains: the profile-*.txt files next to bench.json.\n\n", perfHz, profileTopN)
+		}
+		if p.Error != "" {
+			fmt.Fprintf(&b, "- **%s**: no profile: %s\n", res.ID, p.Error)
+			continue
+		}
+		var rate string
+		for _, run := range res.Runs {
+			if run.Profiled && run.Error == "" {
+				rate = fmt.Sprintf("%.2f Mpps profiled, ", run.Mpps)
+			}
+		}
+		var top []string
+		for _, e := range p.Top {
+			top = append(top, fmt.Sprintf("%.1f%% `%s`", e.SelfPercent, strings.TrimPrefix(e.Symbol, modulePrefix)))
+		}
+		fmt.Fprintf(&b, "- **%s** (%s%d samples, %s): %s\n", res.ID, rate, p.Samples, p.File, strings.Join(top, ", "))
+	}
+	return b.String()
 }

@@ -68,8 +68,24 @@ func TestSmoke(t *testing.T) {
 					t.Errorf("%s %s: rate %v Mpps", res.ID, s.name, s.sum.BestMpps)
 				}
 			case kindLatency:
-				if s.sum.Latency == nil || s.sum.Latency.Probes == 0 || s.sum.Latency.P50 <= 0 {
+				if s.sum.Latency == nil || s.sum.Latency.Probes < smokeOptions(out).probes || s.sum.Latency.MedianP50 <= 0 {
 					t.Errorf("%s %s: latency %+v", res.ID, s.name, s.sum.Latency)
+				}
+			}
+		}
+		// Every run read its switch's drops and threads over the window;
+		// xvswitch's worker had its CPU to itself (-runtime-cpus).
+		for _, run := range res.Runs {
+			if run.Error != "" {
+				continue
+			}
+			if run.WindowDrops == nil || run.Placement == nil || len(run.Placement.Threads) == 0 {
+				t.Errorf("%s %s: no window drops or thread placement: %+v %+v", res.ID, run.System, run.WindowDrops, run.Placement)
+				continue
+			}
+			if run.System == sysXvswitch {
+				if ok := run.Placement.RuntimeOffWorkerCPU; ok == nil || !*ok || len(run.Placement.workerTIDs()) != 1 {
+					t.Errorf("%s: xvswitch's worker shared its CPU: %v %+v", res.ID, run.Placement.Violations, run.Placement.Threads)
 				}
 			}
 		}

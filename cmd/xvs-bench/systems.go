@@ -29,10 +29,15 @@ const (
 )
 
 // placement is recorded with every result.
-const placement = "switch data path on CPU 1 (xvswitch: its one worker thread; DPDK: forwarding lcore, and main lcore); " +
-	"their control threads unpinned (xvswitch's Go runtime; DPDK's go to CPUs without lcores, CPU 0); " +
-	"guest testpmd (virtio-user; main + forwarding lcore) and latency prober on CPU 0; NIC -> VM's wire-side generator (worker) on CPU 1 with the switch. " +
-	"Each run records every thread's allowed CPUs (switch_threads, guest_threads in the JSON)"
+func placement(runtimeCPUs string) string {
+	control := "their control threads on CPU " + runtimeCPUs + " (xvswitch's Go runtime, by its process mask; DPDK's go to CPUs without lcores, CPU 0)"
+	if runtimeCPUs == "" {
+		control = "their control threads unpinned (xvswitch's Go runtime, which may share the worker's CPU; DPDK's go to CPUs without lcores, CPU 0)"
+	}
+	return "switch data path on CPU 1 (xvswitch: its one worker thread; DPDK: forwarding lcore, and main lcore); " + control + "; " +
+		"guest testpmd (virtio-user; main + forwarding lcore) and latency prober on CPU 0; NIC -> VM's wire-side generator (worker) on CPU 1 with the switch. " +
+		"Each run records every thread's allowed CPUs (switch_threads, guest_threads in the JSON) and, for the switch, where each thread last ran and its CPU time in the window (switch_placement)"
+}
 
 // MACs of the guests' ports.
 const (
@@ -46,20 +51,33 @@ type xvsDaemon struct {
 	ctl string
 }
 
-// startXvswitch runs xvswitch with one worker pinned to cpu, and waits
-// until its control socket answers (its ports exist by then). Like DPDK's
-// control threads, the rest of the process (vhost-user messages, the
-// control socket) is not pinned.
+// startXvswitch runs xvswitch with one worker pinned to cpu (--cpus),
+// and waits until its control socket answers (its ports exist by then).
+// With -runtime-cpus the process starts with that affinity (taskset), so
+// the Go runtime's threads (vhost-user messages, the control socket, the
+// Notifier, the garbage collector) run there and never on the worker's
+// CPU: the worker's locked thread sets its own affinity, and threads Go
+// creates later inherit the process's mask, not the worker's (a locked
+// thread has Go's template thread create them). GOMAXPROCS is then set
+// to the runtime CPUs plus the worker: Go would take it from the mask
+// alone, leaving the rest of the runtime no P while the worker spins.
+// This is how docs/measuring.md says to run it.
 func (b *bench) startXvswitch(t *runT, name string, cpu int, netns string, args ...string) *xvsDaemon {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "ctl.sock")
 	c := strconv.Itoa(cpu)
 	argv := []string{b.xvswitch, "run", "--ctl", sock, "--workers", "1", "--cpus", c}
 	argv = append(argv, args...)
+	var env []string
+	if rt := b.opt.runtimeCPUs; rt != "" {
+		argv = append([]string{"taskset", "-c", rt}, argv...)
+		cpus, _ := parseCPUList(rt) // checked by parseFlags
+		env = []string{"GOMAXPROCS=" + strconv.Itoa(runtimeGOMAXPROCS(cpus))}
+	}
 	if netns != "" {
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
 	}
-	d := &xvsDaemon{proc: startProc(t, filepath.Join(b.logDir, t.name2file()+"-"+name+".log"), argv...), ctl: sock}
+	d := &xvsDaemon{proc: startProc(t, filepath.Join(b.logDir, t.name2file()+"-"+name+".log"), env, argv...), ctl: sock}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if _, err := ctl.Call(sock, ctl.Request{Op: ctl.OpShowPorts}); err == nil {
@@ -75,28 +93,42 @@ func (b *bench) startXvswitch(t *runT, name string, cpu int, netns string, args 
 	}
 }
 
+// runtimeGOMAXPROCS is the GOMAXPROCS of an xvswitch whose process mask
+// is runtimeCPUs and which has one worker: a P for each runtime CPU and
+// one the worker holds while it spins (also when its CPU is one of them,
+// as the wire-side generator's can be).
+func runtimeGOMAXPROCS(runtimeCPUs []int) int { return len(runtimeCPUs) + 1 }
+
+// xvswitchLaunch says how startXvswitch runs the switch under test.
+func xvswitchLaunch(runtimeCPUs string) string {
+	run := fmt.Sprintf("xvswitch run --workers 1 --cpus %d ...", switchCPU)
+	if runtimeCPUs == "" {
+		return "`" + run + "` (its Go runtime's threads unpinned: they may share the worker's CPU)"
+	}
+	cpus, _ := parseCPUList(runtimeCPUs)
+	return fmt.Sprintf("`taskset -c %s env GOMAXPROCS=%d %s`: the worker thread pins itself to CPU %d, the Go runtime's threads keep the process's mask (CPU %s)",
+		runtimeCPUs, runtimeGOMAXPROCS(cpus), run, switchCPU, runtimeCPUs)
+}
+
+// workerCPUs asks the daemon where its workers are pinned.
+func (d *xvsDaemon) workerCPUs() ([]int, error) {
+	resp, err := ctl.Call(d.ctl, ctl.Request{Op: ctl.OpShowWorkers})
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, w := range resp.Workers {
+		if w.CPU >= 0 {
+			out = append(out, w.CPU)
+		}
+	}
+	return out, nil
+}
+
 // stats reads the daemon's per-port counters.
 func (d *xvsDaemon) stats() ([]ctl.PortCounters, error) {
 	resp, err := ctl.Call(d.ctl, ctl.Request{Op: ctl.OpShowStats})
 	return resp.Stats, err
-}
-
-// dropSummary is the daemon's drops, "port:reason=n ...", for the record.
-func (d *xvsDaemon) dropSummary() string {
-	st, err := d.stats()
-	if err != nil {
-		return "stats: " + err.Error()
-	}
-	var parts []string
-	for _, p := range st {
-		for k, v := range p.Drops {
-			parts = append(parts, fmt.Sprintf("%s:%s=%d", p.Name, k, v))
-		}
-	}
-	if len(parts) == 0 {
-		return "xvswitch drops: none"
-	}
-	return "xvswitch drops: " + strings.Join(parts, " ")
 }
 
 // guestPort is a virtio-user port as a QEMU guest would configure its

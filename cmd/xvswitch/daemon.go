@@ -21,19 +21,21 @@ var runCommand = &command{
 	synopsis: "[OPTIONS]",
 	summary:  "run the switch (the daemon) until SIGINT or SIGTERM",
 	about: `Runs the switch. NIC ports get an XDP program, which steers to the switch
-only the frames for its VMs' MACs, broadcast and multicast, and an AF_XDP
-socket per queue; vhost-user ports serve a socket for a VM's QEMU (or, with
-client, connect to QEMU's). Ports form a learning bridge unless
-cross-connected. SIGINT or SIGTERM stop it cleanly: XDP detached, pins and
-sockets removed. The other commands talk to it on the control socket.
+only the frames for its VMs' MACs, an AF_XDP socket per queue, and an
+AF_PACKET socket for copies of the broadcast and multicast the host keeps;
+vhost-user ports connect to the socket of a VM's QEMU (client, recommended:
+the VM keeps its link when xvswitch restarts) or serve one for it. Ports
+form a learning bridge unless cross-connected. SIGINT or SIGTERM stop it
+cleanly: XDP detached, pins and sockets removed. The other commands talk
+to it on the control socket.
 
 NIC ports need root, or the capabilities CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF
 and CAP_PERFMON and locked memory for their UMEM (docs/privileges.md);
 every socket needs a directory xvswitch may write.
 
 example:
-  xvswitch run --nic eth1 --vhost /run/vm1.sock,mac=52:54:00:00:00:01 \
-               --vhost /run/vm2.sock,client,queues=2 --workers 2 --cpus 2-3
+  xvswitch run --nic eth1 --vhost /run/vm1.sock,client,mac=52:54:00:00:00:01 \
+               --vhost /run/vm2.sock,queues=2 --workers 2 --cpus 2-3
 `,
 	options: func() []option { return newRunFlags().options() },
 	run:     daemon,

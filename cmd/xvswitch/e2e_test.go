@@ -21,7 +21,8 @@ import (
 	"github.com/xvswitch/xvswitch/test/require"
 )
 
-// The NIC <-> VM topology of the demo and of the end-to-end tests:
+// The NIC <-> VM topology of the end-to-end tests (test/cmd/demo, make
+// demo, builds the same with xvswitch in client mode):
 //
 //	namespace "host" (10.93.0.1) -- veth -- [outer end: XDP + AF_XDP]
 //	    xvswitch (learning bridge)

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,25 +38,78 @@ func interfaceList() string {
 	return strings.Join(names, ", ")
 }
 
-// checkCPUs fails for a CPU this process may not run on (offline, or
-// outside its affinity mask or cpuset): pinning a worker there would fail.
+// checkCPUs fails for a CPU a worker could not be pinned to (offline, or
+// outside the process's cpuset): pinning it there would fail. The
+// process's own affinity mask is no limit: each worker's locked thread
+// sets its own, so the process may be started on other CPUs (taskset -c)
+// to keep the Go runtime's threads off the workers' (docs/measuring.md).
 func checkCPUs(cpus []int) error {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil
-	}
-	var allowed []int
-	for c := 0; c < len(set)*64; c++ {
-		if set.IsSet(c) {
-			allowed = append(allowed, c)
-		}
-	}
 	for _, c := range cpus {
-		if c >= len(set)*64 || !set.IsSet(c) {
+		if !canPin(c) {
+			var allowed []int
+			for o := range onlineCPUs() {
+				if canPin(o) {
+					allowed = append(allowed, o)
+				}
+			}
 			return fmt.Errorf("CPU %d is not one this process may run on; it may use %s", c, cpuList(allowed))
 		}
 	}
 	return nil
+}
+
+// canPin tries to pin a thread to CPU c, and puts the thread's own
+// mask back: it may be the main thread, which Go never ends, so the
+// probe must not leave it on c.
+func canPin(c int) bool {
+	ok := make(chan bool, 1)
+	go func() {
+		runtime.LockOSThread()
+		var old, set unix.CPUSet
+		if c < 0 || c >= len(set)*64 {
+			runtime.UnlockOSThread()
+			ok <- false
+			return
+		}
+		if unix.SchedGetaffinity(0, &old) != nil {
+			runtime.UnlockOSThread()
+			ok <- true // cannot tell; the worker warns if its pin fails
+			return
+		}
+		set.Set(c)
+		pinned := unix.SchedSetaffinity(0, &set) == nil
+		if unix.SchedSetaffinity(0, &old) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread stays locked and ends with this goroutine
+		ok <- pinned
+	}()
+	return <-ok
+}
+
+// onlineCPUs counts up to the highest online CPU (its number plus one),
+// from sysfs, or the CPUs of this process's mask without it.
+func onlineCPUs() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err == nil {
+		s := strings.TrimSpace(string(b))
+		if i := strings.LastIndexAny(s, ",-"); i >= 0 {
+			s = s[i+1:]
+		}
+		if n, err := strconv.Atoi(s); err == nil {
+			return n + 1
+		}
+	}
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) != nil {
+		return 1
+	}
+	n := 0
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			n = c + 1
+		}
+	}
+	return n
 }
 
 // cpuList writes sorted CPU numbers as the kernel does: "0-3,6".

@@ -30,7 +30,7 @@ var addPortCommand = &command{
 --vhost takes (xvswitch help run); the switch parses it the same way.
 
 example:
-  xvswitch add-port --vhost /run/vm3.sock,mac=52:54:00:00:00:03
+  xvswitch add-port --vhost /run/vm3.sock,client,mac=52:54:00:00:00:03
 `,
 	options: func() []option { return new(addPortCmd).options() },
 	run:     func(args []string, _, _ io.Writer) error { return new(addPortCmd).run(args) },

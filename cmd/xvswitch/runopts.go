@@ -50,7 +50,7 @@ func (r *runFlags) options() []option {
 			help: "an AF_XDP port on a NIC, one socket per queue (all its queues by default); mode=auto tries zero-copy and falls back to copy",
 			set:  r.addNIC},
 		{name: "vhost", value: "PATH[,client][,queues=N][,mac=MAC][,spoof=allow][,maxmacs=N][,name=NAME][,mode=0660][,group=kvm]",
-			help: "a vhost-user virtio-net port for a VM, named after its socket file; client: connect to QEMU's server=on socket and reconnect; mode and group: the socket file's permissions",
+			help: "a vhost-user virtio-net port for a VM, named after its socket file; client: connect to QEMU's server=on socket and reconnect (the mode to use), otherwise serve the socket; mode and group: the served socket file's permissions",
 			set:  appendParsed(&r.cfg.Vhosts, portspec.ParseVhost)},
 		{name: "xconnect", value: "NAME=NAME",
 			help: "cross-connect two ports: everything one receives goes out of the other (no learning, no flooding)",

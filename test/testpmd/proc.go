@@ -412,10 +412,23 @@ func (tp *Process) MAC(port int) net.HardwareAddr {
 // statistics it prints. The process and its ports stay up: a receiver can
 // drain what is in flight before it is stopped itself.
 func (tp *Process) StopForwarding(timeout time.Duration) (FwdStats, error) {
+	return tp.fwdStatsAfter("stop", timeout)
+}
+
+// ShowFwdStats (interactive only) returns the forward statistics since
+// forwarding started ("show fwd stats all"), forwarding going on: the
+// engine's own counts, among them the frames a port's transmit refused
+// (TX-dropped), which the vhost PMD leaves out of its port statistics.
+func (tp *Process) ShowFwdStats(timeout time.Duration) (FwdStats, error) {
+	return tp.fwdStatsAfter("show fwd stats all", timeout)
+}
+
+// fwdStatsAfter sends cmd and returns the forward statistics printed next.
+func (tp *Process) fwdStatsAfter(cmd string, timeout time.Duration) (FwdStats, error) {
 	tp.mu.Lock()
 	before := tp.fwdSeen
 	tp.mu.Unlock()
-	if err := tp.Cmd("stop"); err != nil {
+	if err := tp.Cmd(cmd); err != nil {
 		return FwdStats{}, err
 	}
 	err := tp.waitFor(timeout, "forward statistics", func() bool { return tp.fwdSeen > before })

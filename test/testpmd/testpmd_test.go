@@ -262,6 +262,14 @@ func TestTestpmdClosedLoop(t *testing.T) {
 	if err := front.WaitStats(circulating, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// The forward statistics so far, forwarding going on.
+	mid, err := back.ShowFwdStats(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mid.Ports) != 2 || mid.Ports[0].RxPackets == 0 || mid.Ports[1].RxPackets == 0 {
+		t.Errorf("back-end's forward statistics while forwarding: %+v", mid)
+	}
 	f, err := front.StopForwarding(10 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +289,9 @@ func TestTestpmdClosedLoop(t *testing.T) {
 	// Every frame the back-end received it forwarded (or dropped).
 	if b.Total.RxPackets != b.Total.TxTotal {
 		t.Errorf("back-end received %d, forwarded+dropped %d", b.Total.RxPackets, b.Total.TxTotal)
+	}
+	if b.Total.RxPackets < mid.Total.RxPackets {
+		t.Errorf("back-end received %d in all, %d by the middle of the run", b.Total.RxPackets, mid.Total.RxPackets)
 	}
 	// Each side received only what the other sent (the rest is in flight
 	// or, for frames the back-end sent after the front-end stopped, in

@@ -17,7 +17,8 @@
 // messages with any flags and payload (SendMsg, Conn), descriptors from
 // MemFD and EventFD, and guest memory truncated under the device
 // (TruncateMemory). Close and Reconnect play a front-end that goes away
-// and comes back.
+// and comes back; AddRegion and RemoveRegion play memory hot-plug
+// (ADD_MEM_REG, REM_MEM_REG), UseBufferRegion moves the guest's buffers.
 //
 // The wire vocabulary (request numbers, flags, payload layouts) is written
 // here from the vhost-user specification rather than shared with package

@@ -32,6 +32,27 @@ type guest struct {
 	bufRegion int
 	bufSize   int
 	free      []uint64 // buffers back from the device, for reuse
+
+	// Regions added after NewMemory (AddRegion), by guest address: their
+	// mappings and allocators are the front-end's, not drivertest's.
+	hot map[uint64]*hotRegion
+	// gone[i]: mem.Regions[i] was removed (RemoveRegion). mem.Regions
+	// never shrinks, so that drivertest's allocator indexes stay valid;
+	// mem.Memory translates only the regions still there, and fds[i] is
+	// -1 for a removed one.
+	gone map[int]bool
+}
+
+// live returns the indexes in mem.Regions of the regions still there, in
+// order: Regions()[k] is mem.Regions[live()[k]].
+func (g *guest) live() []int {
+	var out []int
+	for i := range g.mem.Regions {
+		if !g.gone[i] {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // alloc returns a buffer of bufSize bytes, reusing one the device gave
@@ -43,10 +64,23 @@ func (g *guest) alloc() uint64 {
 		g.free = g.free[:n-1]
 		return b
 	}
+	if h := g.hot[g.mem.Regions[g.bufRegion].GuestAddr]; h != nil {
+		return h.alloc(uint64(g.bufSize), 64)
+	}
 	return g.mem.Alloc(g.bufRegion, uint64(g.bufSize), 64)
 }
 
-func (g *guest) release(bufs []uint64) { g.free = append(g.free, bufs...) }
+// release takes buffers back into the pool, those of the region the pool
+// takes from now: a buffer of another region (UseBufferRegion moved the
+// pool, or the region is gone) is not used again.
+func (g *guest) release(bufs []uint64) {
+	r := g.mem.Regions[g.bufRegion]
+	for _, b := range bufs {
+		if b-r.GuestAddr < r.Size {
+			g.free = append(g.free, b)
+		}
+	}
+}
 
 // NewMemory creates guest memory: one memfd-backed region per size, at
 // distinct guest addresses, without telling the device (SetMemTable or
@@ -73,7 +107,7 @@ func (f *FrontEnd) NewMemory(sizes ...uint64) {
 // of the same memory, as QEMU does when the guest's memory map changes.
 func (f *FrontEnd) SetMemTable() {
 	f.t.Helper()
-	f.request(ReqSetMemTable, MemTable(f.Regions()...), f.g.fds...)
+	f.request(ReqSetMemTable, MemTable(f.Regions()...), f.MemFDs()...)
 }
 
 // ShareMemory is NewMemory then SetMemTable.
@@ -93,18 +127,28 @@ func (f *FrontEnd) Mem() *drivertest.Mem {
 }
 
 // Regions describes the guest memory regions as the memory table does
-// (each at offset Options.MmapOffset of its memfd, 0 by default).
+// (each at offset Options.MmapOffset of its memfd, 0 by default): those
+// of NewMemory, then those AddRegion added, less those RemoveRegion
+// removed. (Mem().Regions keeps removed ones, which Mem() no longer
+// translates; an added one's Host is nil once removed.)
 func (f *FrontEnd) Regions() []Region {
 	var rs []Region
-	for _, r := range f.g.mem.Regions {
+	for _, i := range f.g.live() {
+		r := f.g.mem.Regions[i]
 		rs = append(rs, Region{GuestAddr: r.GuestAddr, Size: r.Size, UserAddr: r.UserAddr, MmapOffset: f.g.offset})
 	}
 	return rs
 }
 
-// MemFDs are the memfds backing the regions, in order; the front-end owns
-// and closes them.
-func (f *FrontEnd) MemFDs() []int { return f.g.fds }
+// MemFDs are the memfds backing the regions, in the order of Regions; the
+// front-end owns and closes them.
+func (f *FrontEnd) MemFDs() []int {
+	var fds []int
+	for _, i := range f.g.live() {
+		fds = append(fds, f.g.fds[i])
+	}
+	return fds
+}
 
 // TruncateMemory shrinks region i's memfd to nothing under the device's
 // mapping, as a hostile front-end can (DPDK's virtio-user does not seal
@@ -114,7 +158,7 @@ func (f *FrontEnd) MemFDs() []int { return f.g.fds }
 // Reconnect brings fresh memory.
 func (f *FrontEnd) TruncateMemory(i int) {
 	f.t.Helper()
-	if err := unix.Ftruncate(f.g.fds[i], 0); err != nil {
+	if err := unix.Ftruncate(f.g.fds[f.g.live()[i]], 0); err != nil {
 		f.t.Fatal(err)
 	}
 	f.g.dead = ErrTruncated
@@ -130,7 +174,12 @@ func (f *FrontEnd) freeGuest() {
 	f.kickFDs, f.callFDs, f.rings = nil, nil, nil
 	if g := f.g; g != nil {
 		for _, fd := range g.fds {
-			_ = unix.Close(fd)
+			if fd >= 0 {
+				_ = unix.Close(fd)
+			}
+		}
+		for _, h := range g.hot {
+			_ = unix.Munmap(h.raw)
 		}
 		g.mem.Close()
 		g.dead = ErrFreed
