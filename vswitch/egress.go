@@ -7,8 +7,9 @@ import "encoding/binary"
 //
 // Each worker has its own share of a port's egress queues (spread): with
 // at least as many queues as workers, the queues q with q mod workers =
-// its id, else the one queue id mod queues (shared with other workers).
-// Over its share it spreads frames per flow (flowHash: the MACs and, for
+// its id, else the one queue id mod queues (shared with other workers);
+// for a port that does not want its frames spread (liveEgress), only
+// queue id mod queues. Over its share it spreads frames per flow (flowHash: the MACs and, for
 // IPv4/IPv6 TCP and UDP in the frame's first segment, addresses and
 // ports), among the queues that run now (a guest that enabled one pair of
 // four gets everything on that one), so one worker fills every queue pair
@@ -19,8 +20,12 @@ import "encoding/binary"
 // polls anything (snapshot.solo), no other can transmit anywhere, and it
 // takes no lock at all; publish makes that hand-over safe (switch.go).
 
-// liveEgress is implemented by egress queues that are not always able to
-// take frames (a vhost RX queue the guest has not enabled).
+// liveEgress is implemented by the egress queues of a port whose peer
+// wants its frames spread over them (a multiqueue guest's RX queues, each
+// served by its own vCPU), which are not always able to take frames (a
+// queue pair the guest has not enabled). Other ports' queues (a NIC's TX
+// queues, which all lead to one wire) take a worker's frames on the first
+// queue of its share: one kick per burst.
 type liveEgress interface {
 	running() bool
 }
@@ -31,6 +36,13 @@ func (p *port) spread(workers int) {
 	p.outBy = make([][]*egress, workers)
 	n := len(p.out)
 	if n == 0 {
+		return
+	}
+	if _, ok := p.out[0].q.(liveEgress); !ok {
+		// Not spread: one queue per worker, as many as there are.
+		for w := range p.outBy {
+			p.outBy[w] = []*egress{p.out[w%n]}
+		}
 		return
 	}
 	for w := range p.outBy {

@@ -159,7 +159,29 @@ func TestEgressShares(t *testing.T) {
 			t.Errorf("%d queues, %d workers: %s, want %s", c.queues, c.workers, s, c.want)
 		}
 	}
+	// A port whose queues do not ask to be spread (a NIC's): one queue
+	// per worker.
+	p := newPort(0, "nic", &sinkPorts{n: 4})
+	p.spread(2)
+	if len(p.outBy[0]) != 1 || p.outBy[0][0] != p.out[0] || len(p.outBy[1]) != 1 || p.outBy[1][0] != p.out[1] {
+		t.Errorf("a NIC-like port's shares: %v", p.outBy)
+	}
 }
+
+// sinkPorts is a port with n egress queues that do not ask to be spread.
+type sinkPorts struct{ n int }
+
+func (s *sinkPorts) IngressQueues() []IngressQueue { return nil }
+func (s *sinkPorts) EgressQueues() []EgressQueue {
+	var qs []EgressQueue
+	for i := 0; i < s.n; i++ {
+		qs = append(qs, &sinkPort{})
+	}
+	return qs
+}
+func (s *sinkPorts) Info() ctl.PortInfo { return ctl.PortInfo{Kind: "sinks"} }
+func (s *sinkPorts) Fail(error)         {}
+func (s *sinkPorts) Close() error       { return nil }
 
 // TestSoloHandOver: with two workers, a port is added and deleted again
 // and again under traffic, so the worker that alone transmits (without
