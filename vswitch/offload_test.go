@@ -65,7 +65,10 @@ func TestVhostTSOFrame(t *testing.T) {
 				t.Fatal("checksummed frame's payload differs")
 			}
 
-			waitFor(t, "counters", func() bool { return portStats(s, "c").TxPackets == uint64(want+1) })
+			// A burst's ingress counters are flushed after its egress ones.
+			waitFor(t, "counters", func() bool {
+				return portStats(s, "c").TxPackets == uint64(want+1) && portStats(s, "a").RxPackets == 3
+			})
 			if st := portStats(s, "c"); st.SegmentCopies != uint64(want-1) || len(st.Drops) != 0 {
 				t.Errorf("c: %+v", st)
 			}
