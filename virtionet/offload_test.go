@@ -187,3 +187,33 @@ func TestOffloadsAccepts(t *testing.T) {
 		t.Error("TSO without CSUM counted")
 	}
 }
+
+// FuzzCheckOffload: whatever header bytes a guest sends with a frame of
+// whatever length, what passes the check is safe to act on: a checksum
+// field inside the frame, a GSO frame with a segment size in (0, frame]
+// that asked for its checksum and fits MaxGSOFrameLen.
+func FuzzCheckOffload(f *testing.F) {
+	var b [HeaderLen]byte
+	(&Header{Flags: FlagNeedsCsum, GSOType: GSOTCPv4, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}).Encode(b[:])
+	f.Add(b[:], 3000, uint64(featOffloads))
+	f.Fuzz(func(t *testing.T, hdr []byte, flen int, features uint64) {
+		if flen < 0 || flen > 1<<20 {
+			return
+		}
+		o := readOffload([][]byte{hdr})
+		got, _, ok := OffloadsOf(features).checkOffload(o, flen)
+		if !ok {
+			return
+		}
+		if got.Flags()&^FlagNeedsCsum != 0 {
+			t.Fatalf("flags %#x passed", got.Flags())
+		}
+		if got.NeedsCsum() && int(got.CsumStart())+int(got.CsumOffset())+2 > flen {
+			t.Fatalf("checksum field outside a %d-byte frame: %+v", flen, got.Header())
+		}
+		if got.GSO() && (!got.NeedsCsum() || got.GSOSize() == 0 || int(got.GSOSize()) > flen || flen > MaxGSOFrameLen ||
+			(got.GSOType() != GSOTCPv4 && got.GSOType() != GSOTCPv6)) {
+			t.Fatalf("GSO passed: %+v, %d bytes", got.Header(), flen)
+		}
+	})
+}
