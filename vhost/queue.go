@@ -194,6 +194,11 @@ func (q *Queue) Owns(addr uintptr) bool {
 	return false
 }
 
+// Receiver is the queue's current virtio-net receive side (nil on a
+// transmit queue or before the first front-end), for AbandonLent, which
+// is safe from any goroutine; everything else on it belongs to bursts.
+func (q *Queue) Receiver() *virtionet.RxQueue { return q.rx.Load() }
+
 // WaitFD is a file descriptor (an epoll instance) that becomes readable
 // when the guest kicks this queue or when the queue's state changes
 // (started, stopped, memory replaced). A poller adds it to its own epoll
