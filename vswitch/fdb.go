@@ -69,6 +69,17 @@ func (c *Clock) Now() uint32 { return c.now.Load() }
 // Set sets the clock's seconds.
 func (c *Clock) Set(s uint32) { c.now.Store(s) }
 
+// Advance sets the clock's seconds to s unless it is ahead already: the
+// housekeeper and waking workers both advance it, and it never goes back.
+func (c *Clock) Advance(s uint32) {
+	for {
+		old := c.now.Load()
+		if s <= old || c.now.CompareAndSwap(old, s) {
+			return
+		}
+	}
+}
+
 // NewFDB returns a table for at least capacity MACs, at most 50% full so
 // probe chains stay short.
 func NewFDB(capacity int, clock *Clock) *FDB {
@@ -105,47 +116,64 @@ func hashMAC(k uint64) uint64 {
 
 // slot finds k: it returns the slot index holding k, or -1.
 func (f *FDB) slot(k uint64) int {
+	s, _ := f.find(k)
+	return s
+}
+
+// find returns the slot holding k and its entry, or -1 and entryEmpty.
+// The entry is the one load that matched, so a reader never reloads it
+// (and never sees a second, different value).
+func (f *FDB) find(k uint64) (int, uint64) {
 	i := hashMAC(k) & f.mask
 	for n := uint64(0); n <= f.mask; n++ {
 		e := f.entries[i].Load()
 		if e == entryEmpty {
-			return -1
+			return -1, entryEmpty
 		}
 		if e != entryTombstone && e&macMask == k {
-			return int(i)
+			return int(i), e
 		}
 		i = (i + 1) & f.mask
 	}
-	return -1
+	return -1, entryEmpty
 }
 
 // Lookup returns the port MAC k was learned on, or NoPort.
 func (f *FDB) Lookup(k uint64) int {
-	s := f.slot(k)
-	if s < 0 {
-		return NoPort
+	if s, e := f.find(k); s >= 0 {
+		return entryPort(e)
 	}
-	return int(f.entries[s].Load()>>portShift&portMask) - 1
+	return NoPort
 }
 
 // Learn records that source MAC k was seen on port. The common case (k
-// known on that port, seen this second already) is two loads. It does not
-// learn group addresses or the zero MAC, nor a new MAC on a port that
-// holds its limit of them (that is counted, LearnRefused).
+// known on that port, seen this second already) is three loads: the
+// entry, the clock and its timestamp. It does not learn group addresses
+// or the zero MAC, nor a new MAC on a port that holds its limit of them
+// (that is counted, LearnRefused).
 func (f *FDB) Learn(k uint64, port int) {
 	if k&(1<<40) != 0 || k == 0 { // multicast/broadcast bit of the first octet, or 00:00:..
 		return
 	}
-	s := f.slot(k)
-	if s >= 0 {
-		e := f.entries[s].Load()
-		if entryPort(e) == port || e&entryStatic != 0 {
-			if now := f.clock.Now(); f.seen[s].Load() != now {
-				f.seen[s].Store(now)
-			}
-			return
+	s, e := f.find(k)
+	f.learnFound(k, port, s, e)
+}
+
+// learnFound is Learn once find(k) returned slot s and its entry e: the
+// forwarding path calls find itself, where the compiler inlines it.
+func (f *FDB) learnFound(k uint64, port, s int, e uint64) {
+	if s >= 0 && (entryPort(e) == port || e&entryStatic != 0) {
+		if now := f.clock.Now(); f.seen[s].Load() != now {
+			f.seen[s].Store(now)
 		}
+		return
 	}
+	f.learnNew(k, port)
+}
+
+// learnNew is Learn for a MAC that is new or moved: the slow path, kept
+// out of Learn so that the common case stays small.
+func (f *FDB) learnNew(k uint64, port int) {
 	if l := f.limit(port); l.full() {
 		l.refused.Add(1)
 		return
@@ -249,6 +277,24 @@ func (f *FDB) FlushPort(port int) int {
 func (f *FDB) Age(maxAge uint32) int {
 	now := f.clock.Now()
 	return f.sweep(func(e uint64, seen uint32) bool { return e&entryStatic == 0 && now-seen >= maxAge })
+}
+
+// NextExpiry is the Clock second at which the first learned entry ages
+// out after maxAge seconds, and false if no learned entry exists: the
+// housekeeper sleeps until then when nothing else needs the clock.
+func (f *FDB) NextExpiry(maxAge uint32) (uint32, bool) {
+	var next uint32
+	found := false
+	for i := range f.entries {
+		e := f.entries[i].Load()
+		if e == entryEmpty || e == entryTombstone || e&entryStatic != 0 {
+			continue
+		}
+		if at := f.seen[i].Load() + maxAge; !found || at < next {
+			next, found = at, true
+		}
+	}
+	return next, found
 }
 
 func (f *FDB) sweep(drop func(e uint64, seen uint32) bool) int {
