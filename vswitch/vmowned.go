@@ -232,6 +232,10 @@ func (o *ownerSockets) bind(l *vhost.MemoryLayout, nic *nicPort) error {
 		nic.ownerSocks.add(s)
 		z := o.newZC(l, s, i)
 		if z != nil {
+			if err := z.watch(nic.queues[q].epfd); err != nil {
+				return fmt.Errorf("queue %d: the zero-copy path's timer: %w", q, err)
+			}
+			o.zc[q] = z
 			z.service() // lends what the guest posted already
 		} else {
 			s.Refill() // the copy path only
@@ -240,7 +244,6 @@ func (o *ownerSockets) bind(l *vhost.MemoryLayout, nic *nicPort) error {
 			return fmt.Errorf("queue %d: %w", q, err)
 		}
 		if z != nil {
-			o.zc[q] = z
 			nic.queues[q].zc.Store(z)
 		}
 		nic.queues[q].attach(s)
@@ -265,8 +268,11 @@ func (o *ownerSockets) teardown(why string) {
 		}
 		discarded += drainRX(s)
 	}
-	for _, s := range o.socks {
+	for q, s := range o.socks {
 		o.nic.ownerSocks.retire(s) // before the UMEM closes them
+		if z := o.zc[q]; z != nil {
+			z.unwatch(o.nic.queues[q].epfd)
+		}
 	}
 	o.nic.events.ownerDiscarded.Add(discarded)
 	if err := o.umem.Close(); err != nil {

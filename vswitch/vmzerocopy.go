@@ -2,6 +2,9 @@ package vswitch
 
 import (
 	"log/slog"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/virtionet"
@@ -43,14 +46,17 @@ const frameHeadroom = 256 + ownerHeadroom
 // lendMin is the smallest guest buffer lent: frame_len + the header.
 const lendMin = ownerChunk - frameHeadroom + virtionet.HeaderLen
 
-// switchReserve is how many switch-area frames the socket keeps on its
-// fill ring while the VM's ring is not running (no buffer to lend): the
-// first frames then take the copy path. While the ring runs none are
-// posted, since the kernel takes fill entries in order and a switch frame
-// ahead of the lent buffers would reach the guest only through Deliver,
-// which has no buffers left to put it in. A worker that found nothing to
-// lend polls again within its idle timeout (1 s) or at the next frame.
-const switchReserve = 4
+// While guest buffers are lent, a frame landing in one wakes the worker
+// (the socket's RX ring), which lends the buffers posted since. With none
+// lent nothing would: a guest posting buffers does not kick its receive
+// queue (the switch keeps its kicks off). So while none are lent a timer
+// in the queue's epoll set wakes the worker every lendRetry to look
+// again; it is off whenever a buffer is lent, which for a Linux guest is
+// always once its driver runs. No switch-area frame goes on the fill ring
+// then: the kernel takes fill entries in order, and a frame landing in
+// one ahead of the lent buffers could reach the guest only through
+// Deliver, which has no buffers left for it.
+const lendRetry = 10 * time.Millisecond
 
 // maxLent bounds the guest buffers on one socket's fill and RX rings, so
 // that completions waiting for the VM's queue always fit in done.
@@ -72,6 +78,8 @@ type zcRx struct {
 	unfit   bool      // the guest's buffers do not qualify: copy path
 	copying bool      // the VM's queue lends nothing for now (it logs dirty pages)
 	stopped bool      // the VM's ring is not running (or broken)
+	timer   int       // a timerfd in the NIC queue's epoll set (lendRetry)
+	armed   bool      // the timer runs
 	lend    [MaxBurst]virtionet.LentBuffer
 	fills   [MaxBurst]uint64
 	done    [maxLent]virtionet.LentDone
@@ -127,12 +135,10 @@ func (z *zcRx) service() {
 		}
 		z.eg.mu.Unlock()
 	}
-	switch {
-	case z.unfit || z.copying:
+	if z.unfit || z.copying {
 		z.sock.Refill() // the copy path's full complement
-	case z.stopped && z.lent == 0:
-		z.sock.RefillUpTo(switchReserve)
 	}
+	z.retry(z.lent == 0)
 	z.flush()
 }
 
@@ -208,7 +214,7 @@ func (z *zcRx) lendMore(a *vhost.Active) {
 			z.copying = true // the copy path logs its writes
 			return
 		default:
-			z.stopped = true // broken: the reserve keeps frames coming
+			z.stopped = true // broken: nothing to lend
 			return
 		}
 	}
@@ -259,4 +265,48 @@ func (o *ownerSockets) newZC(l *vhost.MemoryLayout, s *xsk.Socket, i int) *zcRx 
 	_, area := l.Area()
 	return &zcRx{sock: s, base: l.Base(), area: area, size: l.Len(),
 		vmq: o.dev.RxQueue(pair), eg: p.out[pair], port: o.name}
+}
+
+// retry runs the timer (on) or stops it, and consumes its expirations.
+func (z *zcRx) retry(on bool) {
+	if z.armed {
+		var b [8]byte
+		_, _ = unix.Read(z.timer, b[:]) // nonblocking: clears readability
+	}
+	if on == z.armed {
+		return
+	}
+	var spec unix.ItimerSpec
+	if on {
+		spec.Interval = unix.NsecToTimespec(int64(lendRetry))
+		spec.Value = spec.Interval
+	}
+	if err := unix.TimerfdSettime(z.timer, 0, &spec, nil); err == nil {
+		z.armed = on
+	}
+}
+
+// watch puts the timer in the NIC queue's epoll set (bind, before the
+// socket is attached); unwatch takes it out and closes it (teardown,
+// after the worker let go).
+func (z *zcRx) watch(epfd int) error {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	z.timer = fd
+	return nil
+}
+
+func (z *zcRx) unwatch(epfd int) {
+	if z.timer > 0 {
+		_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, z.timer, nil)
+		unix.Close(z.timer)
+		z.timer = 0
+	}
 }
