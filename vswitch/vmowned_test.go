@@ -23,11 +23,18 @@ type ownedLab struct {
 	v   *netns.Veth
 	g   *guest
 	nic *nicPort
+	// small: the guest's buffers are too small to be lent (copy path).
+	small bool
 }
 
 const ownedVM = 0x5254_0000_9301
 
 func newOwnedLab(t *testing.T) *ownedLab {
+	t.Helper()
+	return newOwnedLabOpts(t, vhosttest.Options{Packed: true})
+}
+
+func newOwnedLabOpts(t *testing.T, opts vhosttest.Options) *ownedLab {
 	t.Helper()
 	require.Root(t)
 	require.Commands(t, "ping", "arp")
@@ -43,7 +50,8 @@ func newOwnedLab(t *testing.T) *ownedLab {
 	t.Cleanup(l.s.removeAll)
 	l.nic = l.s.byName[l.v.Outer].drv.(*nicPort)
 	spec := portspec.Vhost{Name: "vmz", MAC: vmMAC, Own: &portspec.Own{Ifname: l.v.Outer, Queues: []int{1}}}
-	l.g = addGuestSpec(t, l.s, spec, ownedVM, vhosttest.Options{Packed: true})
+	l.g = addGuestSpec(t, l.s, spec, ownedVM, opts)
+	l.small = opts.BufSize != 0 && opts.BufSize < lendMin
 	return l
 }
 
@@ -71,7 +79,7 @@ func (l *ownedLab) lending() bool {
 func (l *ownedLab) send(t *testing.T, n int) {
 	t.Helper()
 	l.g.fe.PostRx(0, n)
-	if l.lending() {
+	if l.lending() && !l.small {
 		// The zero-copy path lends them to the kernel at the worker's
 		// next poll (at most its idle timeout away): only then can the
 		// frames land in them.
@@ -266,4 +274,22 @@ func TestOwnedQueueNICRecreated(t *testing.T) {
 	})
 	l.send(t, 3)
 	balance(t, l.s)
+}
+
+// TestOwnedQueueSmallBuffers: a guest whose receive buffers are smaller
+// than frame_len + 12 (1024 bytes here) gets none lent: its frames on the
+// owned queue land in the switch's area and are copied, as the path
+// counters say.
+func TestOwnedQueueSmallBuffers(t *testing.T) {
+	l := newOwnedLabOpts(t, vhosttest.Options{Packed: true, BufSize: 1024})
+	waitFor(t, "the owner's sockets", func() bool { return l.ownerGen() != 0 })
+	l.send(t, 4)
+	balance(t, l.s)
+	pc := portStats(l.s, "vmz")
+	if pc.ZerocopyFrames != 0 || pc.CopiedFrames != 4 || pc.CopiedBytes != pc.TxBytes {
+		t.Errorf("vmz path counters %+v (tx %d frames, %d bytes): want all 4 copied", pc.PathCounters, pc.TxPackets, pc.TxBytes)
+	}
+	if rx := l.s.byName["vmz"].drv.(*vhostPort).dev.RxQueue(0).Receiver(); rx.Lent() != 0 {
+		t.Errorf("%d buffers of 1024 bytes lent", rx.Lent())
+	}
 }
