@@ -58,9 +58,13 @@ const lendMin = ownerChunk - frameHeadroom + virtionet.HeaderLen
 // Deliver, which has no buffers left for it.
 const lendRetry = 10 * time.Millisecond
 
-// maxLent bounds the guest buffers on one socket's fill and RX rings, so
-// that completions waiting for the VM's queue always fit in done.
-const maxLent = ownerRing
+// maxLent bounds the guest buffers on one socket's fill and RX rings.
+// Not all of them: frames the switch floods to the owner (the broadcast
+// ARP that resolves it, other VMs' frames) still need buffers of
+// Deliver's, so lending leaves the rest of the ring to it (Linux posts
+// 256; 64 in flight keep up with a queue here). It also bounds the
+// completions waiting for the VM's queue (done).
+const maxLent = 64
 
 // zcRx is the zero-copy receive state of one owned queue's socket. Only
 // the NIC worker polling the queue touches it, under the queue's mu
