@@ -145,3 +145,23 @@ func TestRxLendStopped(t *testing.T) {
 		t.Fatalf("lent %d (%v) on a stopped queue", n, stop)
 	}
 }
+
+// TestRxLendLogging: nothing is lent while the front-end logs dirty pages
+// (the kernel's writes would bypass the log); Deliver, which logs, gets
+// the buffers.
+func TestRxLendLogging(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			g, _ := newLoggedGuest(t, k, 64)
+			q := NewRxQueue(g.ring, QueueConfig{Features: featV1 | 1<<FeatureMrgRxbuf})
+			g.post(1536)
+			var out [4]LentBuffer
+			if n, stop := q.LendBuffers(out[:], 1536); n != 0 || stop != LendLogging {
+				t.Fatalf("lent %d (%v) while logging", n, stop)
+			}
+			if d, err := q.Deliver(framesOf(frame(rand.New(rand.NewSource(3)), 100))); d != 1 || err != nil {
+				t.Fatalf("Deliver = %d, %v", d, err)
+			}
+		})
+	}
+}
