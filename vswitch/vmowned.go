@@ -100,11 +100,11 @@ func (o *ownerSockets) memoryChanged(ch vhost.MemoryChange) {
 // about to stop (or the memory table to change). The guest buffers lent
 // to the kernel must be returned on that ring, which is only sound once
 // nothing can write them: the sockets close now, and new ones are built
-// right after (their lending resumes when the ring runs again). Bounded:
-// building may hold o.mu for a bind's EBUSY wait; past the bound the
-// control path goes on and the lent buffers are forgotten by the ring's
-// next Reset instead of returned.
-func (o *ownerSockets) rxStopping(int) {
+// once the ring has left the data path (rebuildAfterStop; their lending
+// resumes when a ring runs again). Bounded: building may hold o.mu for a
+// bind's EBUSY wait; past the bound the control path goes on and the lent
+// buffers are forgotten by the ring's next Reset instead of returned.
+func (o *ownerSockets) rxStopping(index int) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -112,8 +112,8 @@ func (o *ownerSockets) rxStopping(int) {
 		bound := o.umem != nil
 		o.teardown("a receive ring stops")
 		o.mu.Unlock()
-		if l := o.dev.MemoryLayout(); bound && l != nil {
-			go o.build(l.Generation())
+		if bound {
+			go o.rebuildAfterStop(index)
 		}
 	}()
 	t := time.NewTimer(ownerMemoryChangeTimeout)
@@ -122,6 +122,21 @@ func (o *ownerSockets) rxStopping(int) {
 	case <-done:
 	case <-t.C:
 		slog.Error("vhost: closing the owned queues' sockets before a receive ring stops took too long; lent guest buffers are not returned", "port", o.name)
+	}
+}
+
+// rebuildAfterStop builds new sockets once the ring that is stopping has
+// left the data path: sockets built before might lend buffers of that
+// ring, which its stop would then forget while the kernel holds them.
+// vhost takes the ring away right after OnRxStop returns, so seeing it
+// not running (or, if it restarted at once, a second's wait) is enough.
+func (o *ownerSockets) rebuildAfterStop(index int) {
+	q := o.dev.Queue(index)
+	for end := time.Now().Add(time.Second); q.Running() && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if l := o.dev.MemoryLayout(); l != nil {
+		o.build(l.Generation())
 	}
 }
 
