@@ -58,6 +58,3 @@ func (t *addrTable) take(addr uint64) (uint16, bool) {
 	t.keys[hole] = 0
 	return id, true
 }
-
-// clear empties the table.
-func (t *addrTable) clear() { clear(t.keys[:]) }

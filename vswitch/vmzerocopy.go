@@ -75,7 +75,7 @@ type zcRx struct {
 	area, size uint64  // the switch area's end, the range's length
 	vmq        *vhost.Queue
 	eg         *egress // the VM port's egress for vmq: its lock and stats
-	port, why  string
+	port       string
 
 	byAddr  addrTable // frame address (UMEM offset) -> chain ID
 	lent    int       // guest buffers on the fill or RX ring
