@@ -4,14 +4,19 @@ package vswitch
 // their chain IDs (vmzerocopy.go): a fixed open-addressing table, linear
 // probing with backward-shift deletion, so that a lend and a completion
 // cost a few probes and never allocate. It holds at most maxLent entries
-// in 4*maxLent slots. Address 0 marks a free slot (a frame address is
+// in at least 4*maxLent slots. Address 0 marks a free slot (a frame address is
 // never 0: it lies behind the switch area).
 type addrTable struct {
 	keys [addrSlots]uint64
 	ids  [addrSlots]uint16
 }
 
-const addrSlots = 4 * maxLent // a power of two
+// addrSlots is a power of two, at least 4*maxLent.
+const addrSlots = 1024
+
+// A compile-time check that maxLent entries keep the table at most a
+// quarter full.
+var _ [addrSlots - 4*maxLent]struct{}
 
 func addrHash(a uint64) int {
 	// Frame addresses differ in their upper bits mostly (buffers are

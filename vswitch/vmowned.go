@@ -194,6 +194,12 @@ func (o *ownerSockets) build(gen uint64) {
 	if l == nil || l.Generation() != gen || o.gen == gen || o.failed == gen {
 		return
 	}
+	if o.umem != nil {
+		// Bound on another table (a rebuild after a ring stop raced
+		// with a memory change): never bind twice, the old sockets
+		// would hold the queues.
+		o.teardown("a newer memory table")
+	}
 	nic := sw.nicOn(o.own.Ifname)
 	if nic == nil || nic.bound == nil {
 		slog.Warn("vhost: owned queues have no NIC port to sit in yet; the VM's frames take the copy path",
