@@ -73,8 +73,17 @@ func (w *worker) close() {
 func (w *worker) run(done func()) {
 	defer done()
 	defer w.running.Store(false)
+	// The worker's thread is its own while it runs. A pinned one is never
+	// unlocked: a goroutine that ends locked takes its thread with it, so
+	// a thread pinned to the worker's CPU does not go back to the
+	// runtime's pool, where any goroutine could run on it there.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	pinned := false
+	defer func() {
+		if !pinned {
+			runtime.UnlockOSThread()
+		}
+	}()
 	// A fault on guest memory (a front-end truncated the file behind it)
 	// becomes a panic that forwardSafe recovers, instead of killing the
 	// process: see fault.go.
@@ -84,6 +93,8 @@ func (w *worker) run(done func()) {
 		set.Set(w.cpu)
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
 			slog.Warn("worker: cannot pin to CPU", "worker", w.id, "cpu", w.cpu, "err", err)
+		} else {
+			pinned = true
 		}
 	}
 	var snap *snapshot
