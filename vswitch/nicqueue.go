@@ -121,8 +121,7 @@ func (q *nicQueue) Receive(b *Burst, c *Counts) (int, error) {
 	if z := q.zc.Load(); z != nil && z.sock == s {
 		// Frames in the VM's own buffers go to it from here; the rest
 		// (the switch area's) are forwarded.
-		n = z.receive(q.descs[:n], c, q.link)
-		z.service()
+		n = q.zcBurst(z, n, c)
 	}
 	if n > 0 {
 		q.busy.Store(s)

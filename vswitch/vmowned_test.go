@@ -64,6 +64,14 @@ func (l *ownedLab) ownerGen() uint64 {
 	return o.gen
 }
 
+// zc is the zero-copy state of the owner's socket on queue 1.
+func (l *ownedLab) zc() *zcRx {
+	o := l.s.byName["vmz"].drv.(*vhostPort).owner
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.zc[1]
+}
+
 // lending reports whether the owner's sockets are bound and lend the
 // guest's buffers.
 func (l *ownedLab) lending() bool {
@@ -79,6 +87,12 @@ func (l *ownedLab) lending() bool {
 func (l *ownedLab) send(t *testing.T, n int) {
 	t.Helper()
 	l.g.fe.PostRx(0, n)
+	if l.lending() && l.small {
+		// The worker finds the buffers too small at its next poll (the
+		// timer's, 10 ms): only then does the copy path fill the ring.
+		z := l.zc()
+		waitFor(t, "the buffers found too small", func() bool { return z.unfit.Load() })
+	}
 	if l.lending() && !l.small {
 		// The zero-copy path lends them to the kernel at the worker's
 		// next poll (at most its idle timeout away): only then can the

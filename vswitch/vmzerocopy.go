@@ -2,6 +2,7 @@ package vswitch
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -80,13 +81,14 @@ type zcRx struct {
 	eg         *egress // the VM port's egress for vmq: its lock and stats
 	port       string
 
-	byAddr  addrTable // frame address (UMEM offset) -> chain ID
-	lent    int       // guest buffers on the fill or RX ring
-	unfit   bool      // the guest's buffers do not qualify: copy path
-	copying bool      // the VM's queue lends nothing for now (it logs dirty pages)
-	stopped bool      // the VM's ring is not running (or broken)
-	timer   int       // a timerfd in the NIC queue's epoll set (lendRetry)
-	armed   bool      // the timer runs
+	byAddr  addrTable   // frame address (UMEM offset) -> chain ID
+	lent    int         // guest buffers on the fill or RX ring
+	unfit   atomic.Bool // the guest's buffers do not qualify: copy path (read by tests too)
+	copying bool        // the VM's queue lends nothing for now (it logs dirty pages)
+	stopped bool        // the VM's ring is not running (or broken)
+	timer   int         // a timerfd in the NIC queue's epoll set (lendRetry)
+	egHeld  bool        // service holds eg.mu (for zcBurst's unwind)
+	armed   bool        // the timer runs
 	lend    [MaxBurst]virtionet.LentBuffer
 	fills   [MaxBurst]uint64
 	done    [maxLent]virtionet.LentDone
@@ -141,23 +143,56 @@ func (z *zcRx) receive(descs []xsk.Desc, c *Counts, link *nicLink) int {
 // buffer is there.
 func (z *zcRx) service() {
 	if z.eg.mu.TryLock() {
-		if a := z.vmq.Begin(); a != nil {
-			z.stopped = false
-			z.complete(a)
-			if !z.unfit {
-				z.lendMore(a)
-			}
-			z.vmq.End()
-		} else {
-			z.stopped = true
-		}
+		z.egHeld = true
+		z.serviceVM()
+		z.egHeld = false
 		z.eg.mu.Unlock()
 	}
-	if z.unfit || z.copying {
+	if z.unfit.Load() || z.copying {
 		z.sock.Refill() // the copy path's full complement
 	}
 	z.retry(z.lent == 0)
 	z.flush()
+}
+
+// serviceVM is service's part on the VM's queue, with its egress lock
+// held. A fault on guest memory (its front-end truncated it) unwinds from
+// here to the worker, which breaks that guest: the deferred End and the
+// callers' deferred unlocks let go of what the burst held.
+func (z *zcRx) serviceVM() {
+	a := z.vmq.Begin()
+	if a == nil {
+		z.stopped = true
+		return
+	}
+	defer z.vmq.End()
+	z.stopped = false
+	z.complete(a)
+	if !z.unfit.Load() {
+		z.lendMore(a)
+	}
+}
+
+// zcBurst is nicQueue.Receive's zero-copy part, called with q.mu held
+// after the socket's Receive: it takes the frames that landed in guest
+// buffers out of the burst and returns how many are left for the switch.
+// Guest memory is touched here (checksums, headers): if that faults, q.mu
+// and the VM queue's egress lock are released on the way out.
+func (q *nicQueue) zcBurst(z *zcRx, n int, c *Counts) int {
+	done := false
+	defer func() {
+		if !done {
+			if z.egHeld {
+				z.egHeld = false
+				z.eg.mu.Unlock()
+			}
+			q.mu.Unlock()
+		}
+	}()
+	k := z.receive(q.descs[:n], c, q.link)
+	z.service()
+	done = true
+	return k
 }
 
 // flush adds the VM queue's tally to its stats.
@@ -219,7 +254,7 @@ func (z *zcRx) lendMore(a *vhost.Active) {
 		}
 		switch stop {
 		case virtionet.LendUnfit:
-			z.unfit = true
+			z.unfit.Store(true)
 			slog.Info("vhost: the guest's receive buffers do not fit the zero-copy path (one descriptor of at least frame_len + 12 bytes); its frames on the owned queue are copied",
 				"port", z.port, "queue", z.sock.Queue(), "min_bytes", lendMin)
 			return
