@@ -66,6 +66,9 @@ type RxQueue struct {
 	// migration), else nil (dirtylog.go).
 	dirty *guestmem.Memory
 
+	// lent: buffers lent out to the zero-copy receive path (rxlend.go).
+	lent rxLent
+
 	hdr [HeaderLen]byte // the header of the frame being placed (setHeader)
 	src source
 	// touched keeps the loads of placeRun's first pass from being
@@ -103,6 +106,7 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 		q.ctr.publish()
 		return 0, nil
 	}
+	q.returnAbandoned()
 	q.drained = false
 	q.pops = 0
 	q.delivered = 0
@@ -423,9 +427,10 @@ func (q *RxQueue) forget() {
 }
 
 // Held is how many receive buffers the queue holds over from earlier
-// bursts (popped, not yet used). Always 0 without MRG_RXBUF, unless a
-// memory fault interrupted a Deliver (the frame's buffer stays held).
-func (q *RxQueue) Held() int { return q.avail() }
+// bursts (popped, not yet used), lent ones included (rxlend.go). Without
+// MRG_RXBUF and lending always 0, unless a memory fault interrupted a
+// Deliver (the frame's buffer stays held).
+func (q *RxQueue) Held() int { return q.avail() + q.lent.n }
 
 // Flush gives the held buffers back to the guest unused (length 0) and
 // interrupts it if it asked. Call it before the ring's state is read for
@@ -439,6 +444,7 @@ func (q *RxQueue) Flush() error {
 	if q.ring == nil {
 		return nil
 	}
+	q.returnAbandoned() // lent buffers stay lent unless abandoned
 	for q.avail() > 0 {
 		if q.nused == usedCap && !q.pushUsed() {
 			q.abort(0)
@@ -464,6 +470,11 @@ func (q *RxQueue) Flush() error {
 // that broke it. Counters and the call fd are kept. Only the owning worker,
 // or anyone while no worker polls the queue, may call it.
 func (q *RxQueue) Reset(ring virtq.Ring) {
+	if ring != q.ring {
+		// Lent IDs mean nothing to another ring (a republish with new
+		// fds keeps the ring, and the lent buffers with it).
+		q.forgetLent()
+	}
 	q.ring = ring
 	q.dirty = loggedMemory(ring)
 	q.err = nil

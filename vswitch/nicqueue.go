@@ -53,6 +53,9 @@ type nicQueue struct {
 	// busy is the socket whose frames a burst holds, between Receive and
 	// Release (detachWait waits for it).
 	busy atomic.Pointer[xsk.Socket]
+	// zc is the zero-copy receive state when the socket is a VM owner's
+	// (vmzerocopy.go), else nil.
+	zc atomic.Pointer[zcRx]
 
 	// The polling worker's: the burst between Receive and Release.
 	rx    *xsk.Socket
@@ -106,7 +109,7 @@ func (q *nicQueue) detachWait(s *xsk.Socket, wait time.Duration) bool {
 // close closes the queue's epoll set; its socket is detached already.
 func (q *nicQueue) close() { unix.Close(q.epfd) }
 
-func (q *nicQueue) Receive(b *Burst, _ *Counts) (int, error) {
+func (q *nicQueue) Receive(b *Burst, c *Counts) (int, error) {
 	if q.sock.Load() == nil {
 		return 0, nil
 	}
@@ -119,6 +122,11 @@ func (q *nicQueue) Receive(b *Burst, _ *Counts) (int, error) {
 		return 0, nil
 	}
 	n := s.Receive(q.descs[:])
+	if z := q.zc.Load(); z != nil && z.sock == s {
+		// Frames in the VM's own buffers go to it from here; the rest
+		// (the switch area's) are forwarded.
+		n = q.zcBurst(z, n, c)
+	}
 	if n > 0 {
 		q.busy.Store(s)
 	}

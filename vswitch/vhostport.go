@@ -92,6 +92,7 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		cfg.Contiguous = true
 		cfg.SwitchArea = ownerSwitchArea(len(spec.Own.Queues))
 		cfg.OnMemoryChange = p.owner.memoryChanged
+		cfg.OnRxStop = p.owner.rxStopping
 		cfg.MemoryChangeTimeout = ownerMemoryChangeTimeout
 		// The kernel returns fill buffers out of order, so the zero-copy
 		// receive path will mark guest buffers used out of order: an
