@@ -67,7 +67,12 @@ type rxLent struct {
 	byID    []lentEntry // grown to the highest ID seen (bounded by 65536)
 	n       int
 	abandon atomic.Bool // set by AbandonLent, from any goroutine
+	// shown is n as other goroutines may read it (Lent): stored once per
+	// call that changes n, not per buffer.
+	shown atomic.Int32
 }
+
+func (t *rxLent) publish() { t.shown.Store(int32(t.n)) }
 
 type lentEntry struct {
 	buf   []byte
@@ -79,6 +84,7 @@ type lentEntry struct {
 // descriptor of at least minLen bytes, without filling them, and returns
 // how many it took and why it stopped.
 func (q *RxQueue) LendBuffers(out []LentBuffer, minLen int) (int, LendStop) {
+	defer q.lent.publish()
 	q.returnAbandoned()
 	switch {
 	case q.ring == nil || q.err != nil:
@@ -140,6 +146,7 @@ func (t *rxLent) put(id, descs uint16, buf []byte) bool {
 // a drop (queue_stopped, guest_buffer_too_small), with a too-long one's
 // buffer returned empty. A non-nil error: the ring broke.
 func (q *RxQueue) CompleteLent(done []LentDone) (int, error) {
+	defer q.lent.publish()
 	q.ctr.begin()
 	q.returnAbandoned()
 	if q.err != nil {
@@ -216,8 +223,9 @@ func (q *RxQueue) stageLent(id uint16, n uint32) {
 // returns them all as used with length 0. Safe from any goroutine.
 func (q *RxQueue) AbandonLent() { q.lent.abandon.Store(true) }
 
-// Lent is how many buffers are lent out.
-func (q *RxQueue) Lent() int { return q.lent.n }
+// Lent is how many buffers are lent out, as of the queue's last lend or
+// completion. Safe from any goroutine.
+func (q *RxQueue) Lent() int { return int(q.lent.shown.Load()) }
 
 // returnAbandoned returns the lent buffers after AbandonLent. On a
 // stopped or broken queue they are only forgotten: no ring to return them
@@ -244,6 +252,7 @@ func (q *RxQueue) returnAbandoned() {
 		}
 		q.stageLent(uint16(id), 0)
 	}
+	q.lent.publish()
 	if q.pushUsed() && q.pushed {
 		q.notify()
 		q.pushed = false
@@ -254,4 +263,5 @@ func (q *RxQueue) returnAbandoned() {
 func (q *RxQueue) forgetLent() {
 	clear(q.lent.byID)
 	q.lent.n = 0
+	q.lent.publish()
 }
