@@ -8,18 +8,27 @@ import (
 	"sync/atomic"
 )
 
-// FDB is the learning bridge's forwarding database: MAC address -> port.
+// FDB is the learning bridge's forwarding database: (VLAN, MAC) -> port.
 //
 // Every frame reads it (destination lookup) and every frame's source MAC is
 // checked against it, from several workers at once; it changes rarely (a
-// new MAC, a MAC that moved, aging). So reads are lock-free loads of
-// single 64-bit entries in an open-addressing table, and writers (learning
-// a new or moved MAC, aging, static entries) serialise on a mutex that the
-// per-frame path takes only when something actually changes.
+// new MAC, a MAC that moved, aging). So reads are lock-free loads in an
+// open-addressing table, and writers (learning a new or moved MAC, aging,
+// static entries) serialise on a mutex that the per-frame path takes only
+// when something actually changes.
+//
+// A slot is two words, because a key (48 bits of MAC, 12 of VLAN) and a
+// port index do not fit in one: keys[i] holds the key and vals[i] the
+// port. Both carry the slot's generation, bumped each time the slot takes
+// a key, and a reader uses a port only if its generation is the key's: a
+// port written for another key (the slot was reused, or rebuilt, between
+// the reader's two loads) is never taken for this one. The reader then
+// sees a miss and floods that frame, which is harmless.
 type FDB struct {
-	entries []atomic.Uint64 // see entry encoding below; len is a power of two
-	seen    []atomic.Uint32 // last time (Clock seconds) the source MAC was seen
-	mask    uint64
+	keys []atomic.Uint64 // see key-word encoding below; len is a power of two
+	vals []atomic.Uint32 // port+1, static bit and generation of keys[i]
+	seen []atomic.Uint32 // last time (Clock seconds) the source MAC was seen
+	mask uint64
 
 	mu    sync.Mutex // writers only
 	used  int        // live entries + tombstones, under mu
@@ -35,23 +44,37 @@ type FDB struct {
 	changed func()
 }
 
-// Entry encoding: bits 0-47 the MAC, bits 48-62 the port index + 1, bit 63
-// static (configured, never aged). 0 is an empty slot; an entry with port
-// field 0 and MAC 1 is a tombstone (a deleted entry that keeps probe chains
-// intact).
+// Key word: bits 0-47 the MAC, bits 48-59 the VLAN, bits 60-63 the slot's
+// generation (1-15; never 0 in a live entry). 0 is an empty slot, 1 (a
+// generation of 0) a tombstone: a deleted entry that keeps probe chains
+// intact. A key (FDBKey) is the low 60 bits.
+//
+// Value word: bits 0-14 the port index + 1, bit 15 static (configured,
+// never aged), bits 16-19 the generation of the key it belongs to.
 const (
 	entryEmpty     = 0
 	entryTombstone = 1
-	entryStatic    = 1 << 63
-	portShift      = 48
+	keyMask        = 1<<60 - 1
+	genShift       = 60
+	valStatic      = 1 << 15
+	valGenShift    = 16
 	portMask       = 0x7fff
 	macMask        = 1<<48 - 1
+	vlanShift      = 48
 	// MaxPorts bounds port indexes an FDB entry can hold.
 	MaxPorts = portMask - 1
 )
 
-// entryPort is the port index an entry holds.
-func entryPort(e uint64) int { return int(e>>portShift&portMask) - 1 }
+// FDBKey is the key of MAC key mac (MACKey) in VLAN vid (0-4095). VLAN 0
+// is the untagged VLAN of ports without VLAN settings: there, a key is the
+// MAC key itself.
+func FDBKey(vid uint16, mac uint64) uint64 { return mac | uint64(vid&0xfff)<<vlanShift }
+
+// valPort is the port index a value word holds.
+func valPort(v uint32) int { return int(v&portMask) - 1 }
+
+// live is whether key word e holds an entry (not empty, not a tombstone).
+func liveKey(e uint64) bool { return e>>genShift != 0 }
 
 // ErrFDBFull means the table has no room for another MAC.
 var ErrFDBFull = errors.New("vswitch: fdb table full")
@@ -77,10 +100,11 @@ func NewFDB(capacity int, clock *Clock) *FDB {
 		n <<= 1
 	}
 	return &FDB{
-		entries: make([]atomic.Uint64, n),
-		seen:    make([]atomic.Uint32, n),
-		mask:    uint64(n - 1),
-		clock:   clock,
+		keys:  make([]atomic.Uint64, n),
+		vals:  make([]atomic.Uint32, n),
+		seen:  make([]atomic.Uint32, n),
+		mask:  uint64(n - 1),
+		clock: clock,
 	}
 }
 
@@ -99,47 +123,50 @@ func MACString(k uint64) string {
 
 func hashMAC(k uint64) uint64 {
 	// The low bytes of a MAC vary most (vendors own the top three), but a
-	// multiply-shift mixes all of them cheaply.
+	// multiply-shift mixes all of them cheaply, the VLAN's bits too.
 	return (k * 0x9E3779B97F4A7C15) >> 20
 }
 
-// slot finds k: it returns the slot index holding k, or -1.
-func (f *FDB) slot(k uint64) int {
+// slot finds k: it returns the slot index holding k and the slot's value
+// word, or -1.
+func (f *FDB) slot(k uint64) (int, uint32) {
 	i := hashMAC(k) & f.mask
 	for n := uint64(0); n <= f.mask; n++ {
-		e := f.entries[i].Load()
+		e := f.keys[i].Load()
 		if e == entryEmpty {
-			return -1
+			return -1, 0
 		}
-		if e != entryTombstone && e&macMask == k {
-			return int(i)
+		if e&keyMask == k && liveKey(e) {
+			v := f.vals[i].Load()
+			if uint64(v>>valGenShift) != e>>genShift {
+				return -1, 0 // the slot changed under us: a miss
+			}
+			return int(i), v
 		}
 		i = (i + 1) & f.mask
 	}
-	return -1
+	return -1, 0
 }
 
-// Lookup returns the port MAC k was learned on, or NoPort.
+// Lookup returns the port key k (FDBKey) was learned on, or NoPort.
 func (f *FDB) Lookup(k uint64) int {
-	s := f.slot(k)
+	s, v := f.slot(k)
 	if s < 0 {
 		return NoPort
 	}
-	return int(f.entries[s].Load()>>portShift&portMask) - 1
+	return valPort(v)
 }
 
-// Learn records that source MAC k was seen on port. The common case (k
-// known on that port, seen this second already) is two loads. It does not
-// learn group addresses or the zero MAC, nor a new MAC on a port that
-// holds its limit of them (that is counted, LearnRefused).
+// Learn records that source key k (FDBKey) was seen on port. The common
+// case (k known on that port, seen this second already) is three loads.
+// It does not learn group addresses or the zero MAC, nor a new MAC on a
+// port that holds its limit of them (that is counted, LearnRefused).
 func (f *FDB) Learn(k uint64, port int) {
-	if k&(1<<40) != 0 || k == 0 { // multicast/broadcast bit of the first octet, or 00:00:..
+	if k&(1<<40) != 0 || k&macMask == 0 { // multicast/broadcast bit of the first octet, or 00:00:..
 		return
 	}
-	s := f.slot(k)
-	if s >= 0 {
-		e := f.entries[s].Load()
-		if entryPort(e) == port || e&entryStatic != 0 {
+	if s, v := f.slot(k); s >= 0 {
+		if valPort(v) == port || v&valStatic != 0 {
 			if now := f.clock.Now(); f.seen[s].Load() != now {
 				f.seen[s].Store(now)
 			}
@@ -153,13 +180,22 @@ func (f *FDB) Learn(k uint64, port int) {
 	_ = f.put(k, port, false)
 }
 
-// AddStatic pins MAC k to port; it never ages out and learning never moves it.
+// AddStatic pins key k (FDBKey) to port; it never ages out and learning
+// never moves it.
 func (f *FDB) AddStatic(k uint64, port int) error { return f.put(k, port, true) }
 
+// fill makes slot i hold k -> v with a new generation: the value word
+// first, so that a reader that sees the key finds its value.
+func (f *FDB) fill(i uint64, k uint64, v uint32) {
+	g := f.vals[i].Load()>>valGenShift%15 + 1
+	f.vals[i].Store(v | g<<valGenShift)
+	f.keys[i].Store(k | uint64(g)<<genShift)
+}
+
 func (f *FDB) put(k uint64, port int, static bool) error {
-	e := k | uint64(port+1)<<portShift
+	v := uint32(port + 1)
 	if static {
-		e |= entryStatic
+		v |= valStatic
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -167,24 +203,24 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 	// moving in from another port, must fit (checked again here because
 	// two workers may poll queues of one port).
 	l := f.limit(port)
-	if s := f.slot(k); s >= 0 {
-		old := f.entries[s].Load()
-		if old&entryStatic != 0 && !static {
+	if s, old := f.slot(k); s >= 0 {
+		if old&valStatic != 0 && !static {
 			return nil
 		}
-		if !static && entryPort(old) != port && l.full() {
+		if !static && valPort(old) != port && l.full() {
 			l.refused.Add(1)
 			return ErrPortMACLimit
 		}
-		if old&entryStatic == 0 {
-			f.countLearned(entryPort(old), -1)
+		if old&valStatic == 0 {
+			f.countLearned(valPort(old), -1)
 		}
 		if !static {
 			f.countLearned(port, 1)
 		}
-		f.entries[s].Store(e)
+		// Same key, same generation: only the value changes.
+		f.vals[s].Store(v | old&^(1<<valGenShift-1))
 		f.seen[s].Store(f.clock.Now())
-		if old&^entryStatic != e&^entryStatic && f.changed != nil {
+		if valPort(old) != port && f.changed != nil {
 			f.changed()
 		}
 		return nil
@@ -193,19 +229,19 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 		l.refused.Add(1)
 		return ErrPortMACLimit
 	}
-	if f.used+1 > len(f.entries)/2 {
+	if f.used+1 > len(f.keys)/2 {
 		f.full.Add(1)
 		return ErrFDBFull
 	}
 	i := hashMAC(k) & f.mask
 	for {
-		cur := f.entries[i].Load()
+		cur := f.keys[i].Load()
 		if cur == entryEmpty || cur == entryTombstone {
 			if cur == entryEmpty {
 				f.used++
 			}
 			f.seen[i].Store(f.clock.Now())
-			f.entries[i].Store(e)
+			f.fill(i, k, v)
 			f.live.Add(1)
 			if !static {
 				f.countLearned(port, 1)
@@ -219,56 +255,57 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 	}
 }
 
-// Delete removes MAC k.
+// Delete removes key k (FDBKey).
 func (f *FDB) Delete(k uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if s := f.slot(k); s >= 0 {
+	if s, _ := f.slot(k); s >= 0 {
 		f.removeLocked(s)
 	}
 }
 
 // removeLocked makes slot s a tombstone. Called under mu.
 func (f *FDB) removeLocked(s int) {
-	e := f.entries[s].Load()
-	f.entries[s].Store(entryTombstone)
+	v := f.vals[s].Load()
+	f.keys[s].Store(entryTombstone)
 	f.live.Add(-1)
-	if e&entryStatic == 0 {
-		f.countLearned(entryPort(e), -1)
+	if v&valStatic == 0 {
+		f.countLearned(valPort(v), -1)
 	}
 }
 
 // FlushPort removes every learned entry of port (the port went away);
 // static entries of the port go too.
 func (f *FDB) FlushPort(port int) int {
-	return f.sweep(func(e uint64, _ uint32) bool { return entryPort(e) == port })
+	return f.sweep(func(_ uint64, v uint32, _ uint32) bool { return valPort(v) == port })
 }
 
 // Age removes learned entries not seen for maxAge seconds and returns how
 // many it removed.
 func (f *FDB) Age(maxAge uint32) int {
 	now := f.clock.Now()
-	return f.sweep(func(e uint64, seen uint32) bool { return e&entryStatic == 0 && now-seen >= maxAge })
+	return f.sweep(func(_ uint64, v uint32, seen uint32) bool { return v&valStatic == 0 && now-seen >= maxAge })
 }
 
-func (f *FDB) sweep(drop func(e uint64, seen uint32) bool) int {
+func (f *FDB) sweep(drop func(key uint64, val uint32, seen uint32) bool) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for i := range f.entries {
-		e := f.entries[i].Load()
-		if e == entryEmpty || e == entryTombstone {
+	for i := range f.keys {
+		e := f.keys[i].Load()
+		if !liveKey(e) {
 			continue
 		}
-		if drop(e, f.seen[i].Load()) {
+		if drop(e&keyMask, f.vals[i].Load(), f.seen[i].Load()) {
 			f.removeLocked(i)
 			n++
 		}
 	}
 	// Too many tombstones make misses probe far: when over half of the
 	// used slots are dead, rebuild in place. Readers may miss an entry
-	// during the rebuild and flood that frame, which is harmless.
-	if f.used > 0 && int(f.live.Load())*2 < f.used && f.used > len(f.entries)/4 {
+	// during the rebuild and flood that frame, which is harmless; the
+	// generations keep them from pairing a key with another's port.
+	if f.used > 0 && int(f.live.Load())*2 < f.used && f.used > len(f.keys)/4 {
 		f.rehashLocked()
 	}
 	return n
@@ -276,25 +313,26 @@ func (f *FDB) sweep(drop func(e uint64, seen uint32) bool) int {
 
 func (f *FDB) rehashLocked() {
 	type kept struct {
-		e    uint64
+		k    uint64
+		v    uint32
 		seen uint32
 	}
 	var all []kept
-	for i := range f.entries {
-		e := f.entries[i].Load()
-		if e != entryEmpty && e != entryTombstone {
-			all = append(all, kept{e, f.seen[i].Load()})
+	for i := range f.keys {
+		e := f.keys[i].Load()
+		if liveKey(e) {
+			all = append(all, kept{e & keyMask, f.vals[i].Load() &^ (0xf << valGenShift), f.seen[i].Load()})
 		}
-		f.entries[i].Store(entryEmpty)
+		f.keys[i].Store(entryEmpty)
 	}
 	f.used = 0
 	for _, k := range all {
-		i := hashMAC(k.e&macMask) & f.mask
-		for f.entries[i].Load() != entryEmpty {
+		i := hashMAC(k.k) & f.mask
+		for f.keys[i].Load() != entryEmpty {
 			i = (i + 1) & f.mask
 		}
 		f.seen[i].Store(k.seen)
-		f.entries[i].Store(k.e)
+		f.fill(i, k.k, k.v)
 		f.used++
 	}
 }
@@ -303,6 +341,7 @@ func (f *FDB) rehashLocked() {
 // into a ctl.FDBRow (port index to port name) for `show fdb`.
 type Entry struct {
 	MAC    uint64 // a MAC key (MACKey)
+	VLAN   uint16 // the VLAN it was learned in (0: untagged on ports without VLAN settings)
 	Port   int    // port index
 	Static bool   // configured, never aged
 	Age    uint32 // seconds since the MAC was last seen
@@ -312,15 +351,17 @@ type Entry struct {
 func (f *FDB) Entries() []Entry {
 	now := f.clock.Now()
 	var out []Entry
-	for i := range f.entries {
-		e := f.entries[i].Load()
-		if e == entryEmpty || e == entryTombstone {
+	for i := range f.keys {
+		e := f.keys[i].Load()
+		if !liveKey(e) {
 			continue
 		}
+		v := f.vals[i].Load()
 		out = append(out, Entry{
 			MAC:    e & macMask,
-			Port:   int(e>>portShift&portMask) - 1,
-			Static: e&entryStatic != 0,
+			VLAN:   uint16(e >> vlanShift & 0xfff),
+			Port:   valPort(v),
+			Static: v&valStatic != 0,
 			Age:    now - f.seen[i].Load(),
 		})
 	}
