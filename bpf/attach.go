@@ -205,6 +205,7 @@ func (s *Steering) pinAll() error {
 		{steerMapCounters, s.objs.Counters.Pin},
 		{steerMapHostV4, s.objs.HostV4.Pin},
 		{steerMapHostV6, s.objs.HostV6.Pin},
+		{steerMapQueueOwners, s.objs.QueueOwners.Pin},
 	}
 	for _, p := range pins {
 		if err := p.pin(filepath.Join(s.dir, p.name)); err != nil {
@@ -251,7 +252,7 @@ func (s *Steering) teardown() error {
 		s.link = nil
 	}
 	if s.objs.XvsSteer != nil { // LoadAndAssign sets all objects or none
-		for _, p := range []interface{ Unpin() error }{s.objs.XvsSteer, s.objs.Xsks, s.objs.Macs, s.objs.Config, s.objs.Counters, s.objs.HostV4, s.objs.HostV6} {
+		for _, p := range []interface{ Unpin() error }{s.objs.XvsSteer, s.objs.Xsks, s.objs.Macs, s.objs.Config, s.objs.Counters, s.objs.HostV4, s.objs.HostV6, s.objs.QueueOwners} {
 			_ = p.Unpin()
 		}
 		_ = s.objs.Close()

@@ -16,6 +16,7 @@ import (
 var counterFields = []string{
 	"redirected", "no_socket_passed", "bad_queue_passed", "not_owned_passed",
 	"short_passed", "host_arp_passed", "host_nd_passed", "steered_broadcast", "steered_multicast", "group_passed",
+	"owned_queue_passed",
 }
 
 // bpftoolCounters sums what `bpftool -j map dump pinned` shows per CPU.

@@ -2,9 +2,10 @@ package bpf
 
 // Counters are the program's per-verdict frame counts for one interface,
 // summed over CPUs. Each frame the program sees adds one to exactly one of
-// the first seven fields or GroupPassed (see Total); SteeredBroadcast and SteeredMulticast
-// break down the steered ones (Redirected + NoSocketPassed +
-// BadQueuePassed). Field names match the C struct xvs_counters' (up to the
+// the first seven fields, GroupPassed or OwnedQueuePassed (see Total);
+// SteeredBroadcast and SteeredMulticast break down the steered ones
+// (Redirected + NoSocketPassed + BadQueuePassed + OwnedQueuePassed).
+// Field names match the C struct xvs_counters' (up to the
 // case of initialisms), which bpftool prints in snake case.
 type Counters struct {
 	// Redirected: steered, and the rx queue's XSKMAP slot held a socket.
@@ -39,18 +40,22 @@ type Counters struct {
 	// alone) because a switch that leaves group frames to the host takes
 	// its own copies of them from the kernel (package afpacket).
 	GroupPassed uint64
+	// OwnedQueuePassed: steered, but it arrived on a queue a VM owns
+	// (SetQueueOwner) and is not to that VM's MAC: passed to the kernel,
+	// never redirected into the owner's memory.
+	OwnedQueuePassed uint64
 }
 
 // Total is the number of frames the program has seen.
 func (c Counters) Total() uint64 {
 	return c.Redirected + c.NoSocketPassed + c.BadQueuePassed + c.NotOwnedPassed + c.ShortPassed +
-		c.HostARPPassed + c.HostNDPassed + c.GroupPassed
+		c.HostARPPassed + c.HostNDPassed + c.GroupPassed + c.OwnedQueuePassed
 }
 
 // Steered is the number of frames the policy gave to the switch, whether or
 // not a socket took them.
 func (c Counters) Steered() uint64 {
-	return c.Redirected + c.NoSocketPassed + c.BadQueuePassed
+	return c.Redirected + c.NoSocketPassed + c.BadQueuePassed + c.OwnedQueuePassed
 }
 
 // HostPassed is the number of group frames passed to the kernel because
@@ -72,6 +77,7 @@ func (c Counters) Sub(old Counters) Counters {
 		SteeredBroadcast: c.SteeredBroadcast - old.SteeredBroadcast,
 		SteeredMulticast: c.SteeredMulticast - old.SteeredMulticast,
 		GroupPassed:      c.GroupPassed - old.GroupPassed,
+		OwnedQueuePassed: c.OwnedQueuePassed - old.OwnedQueuePassed,
 	}
 }
 
@@ -89,6 +95,7 @@ func sumCounters(perCPU []steerXvsCounters) Counters {
 		s.SteeredBroadcast += v.SteeredBroadcast
 		s.SteeredMulticast += v.SteeredMulticast
 		s.GroupPassed += v.GroupPassed
+		s.OwnedQueuePassed += v.OwnedQueuePassed
 	}
 	return s
 }

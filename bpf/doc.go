@@ -22,4 +22,4 @@
 // vmlinux.h or kernel headers are needed.
 package bpf
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -tags linux -target bpfel -type xvs_mode -type xvs_config -type xvs_mac -type xvs_mac_owner -type xvs_counters -type xvs_ip4 -type xvs_ip6 -type xvs_host_addr steer steer.c -- -I./include -Wall -Werror
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -tags linux -target bpfel -type xvs_mode -type xvs_config -type xvs_mac -type xvs_mac_owner -type xvs_counters -type xvs_ip4 -type xvs_ip6 -type xvs_host_addr -type xvs_queue_owner steer steer.c -- -I./include -Wall -Werror

@@ -18,7 +18,8 @@ const BPFFS = "/sys/fs/bpf"
 
 // PinRoot holds one directory per attached interface, named after it, with
 // the pins of that interface's program ("xvs_steer"), maps ("xsks",
-// "macs", "config", "counters", "host_v4", "host_v6") and XDP link
+// "macs", "config", "counters", "host_v4", "host_v6", "queue_owners") and
+// XDP link
 // ("link").
 const PinRoot = BPFFS + "/xvswitch"
 

@@ -135,7 +135,7 @@ func checkReplaced(t *testing.T, l *lab, oldProg uint32) {
 	if d := l.waitDelta(t, c0, Counters{NotOwnedPassed: 2}); d.Steered() != 0 {
 		t.Fatalf("new instance: %+v", d)
 	}
-	want := []string{"config", "counters", "host_v4", "host_v6", "link", "macs", "xsks", "xvs_steer"}
+	want := []string{"config", "counters", "host_v4", "host_v6", "link", "macs", "queue_owners", "xsks", "xvs_steer"}
 	if got := pinNames(t, s.PinDir()); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("pins %v, want %v", got, want)
 	}
@@ -189,8 +189,8 @@ func TestStalePinOfKilledProcess(t *testing.T) {
 	_ = cmd.Process.Signal(unix.SIGKILL)
 	_ = cmd.Wait()
 	dir := filepath.Join(PinRoot, l.Outer)
-	if n := pinNames(t, dir); len(n) != 8 {
-		t.Fatalf("dead child left pins %v, want 8", n)
+	if n := pinNames(t, dir); len(n) != 9 {
+		t.Fatalf("dead child left pins %v, want 9", n)
 	}
 	// Its pinned link keeps its program attached after its death.
 	if l2, err := link.NewFromID(link.ID(linkID)); err != nil {
@@ -231,7 +231,7 @@ func TestAttachBusy(t *testing.T) {
 	c0 := l.counters(t)
 	l.ping(t, l.OuterIP, 1)
 	l.waitDelta(t, c0, Counters{NotOwnedPassed: 1})
-	if n := pinNames(t, l.S.PinDir()); len(n) != 8 {
+	if n := pinNames(t, l.S.PinDir()); len(n) != 9 {
 		t.Fatalf("pins after refused Attach: %v", n)
 	}
 }

@@ -22,6 +22,11 @@
  *   frames = redirected + no_socket_passed + bad_queue_passed
  *          + not_owned_passed + short_passed
  *          + host_arp_passed + host_nd_passed + group_passed
+ *          + owned_queue_passed
+ *
+ * A queue a VM owns (`queue_owners`) has that VM's socket on its memory:
+ * only frames to the VM's MAC are redirected there, never other unicast,
+ * broadcast or multicast (owned_queue_passed).
  *
  * All names (program, maps, struct fields) are stable: the Go loader, the
  * pins under /sys/fs/bpf/xvswitch/<ifname>/ and bpftool dumps use them.
@@ -81,6 +86,16 @@ struct xvs_host_addr {
 	__u32 ifindex;
 };
 
+/* Value of `queue_owners`, by rx queue: whether a VM owns the queue, and
+ * the VM's MAC. The queue's socket then sits on the VM's memory (a frame
+ * redirected there is written into the VM), so only frames to that MAC
+ * may be redirected to it. Zero (the array's default): not owned. */
+struct xvs_queue_owner {
+	__u8 addr[ETH_ALEN];
+	__u8 owned;
+	__u8 pad;
+};
+
 /* Per-verdict frame counts, one copy per CPU (summed by the loader). */
 struct xvs_counters {
 	/* Steered, and the rx queue's slot holds a socket. Delivery can still
@@ -107,6 +122,10 @@ struct xvs_counters {
 	/* MAC mode: a group frame the policy does not steer, passed to the
 	 * kernel (not_owned_passed then counts unicast alone). */
 	__u64 group_passed;
+	/* Steered, but the rx queue is owned by a VM and the frame is not to
+	 * its MAC (another VM's unicast, broadcast, multicast): passed to the
+	 * kernel rather than written into the owner's memory. */
+	__u64 owned_queue_passed;
 };
 
 struct {
@@ -145,6 +164,13 @@ struct {
 } host_v6 SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XVS_MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, struct xvs_queue_owner);
+} queue_owners SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
@@ -173,6 +199,13 @@ static __always_inline int owned(const struct xvs_config *cfg, const __u8 *dst,
 	struct xvs_mac key = {};
 	__builtin_memcpy(key.addr, dst, ETH_ALEN);
 	return bpf_map_lookup_elem(&macs, &key) != 0;
+}
+
+/* Whether two MACs are equal (no memcmp in BPF). */
+static __always_inline int same_mac(const __u8 *a, const __u8 *b)
+{
+	return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) |
+		(a[4] ^ b[4]) | (a[5] ^ b[5])) == 0;
 }
 
 enum xvs_host_frame {
@@ -278,6 +311,12 @@ int xvs_steer(struct xdp_md *ctx)
 	__u32 q = ctx->rx_queue_index;
 	if (q >= XVS_MAX_QUEUES) {
 		c->bad_queue_passed++;
+		return XDP_PASS;
+	}
+	/* An array lookup the verifier inlines: the cost for unowned queues. */
+	const struct xvs_queue_owner *o = bpf_map_lookup_elem(&queue_owners, &q);
+	if (o && o->owned && ((bcast | mcast) || !same_mac(eth->h_dest, o->addr))) {
+		c->owned_queue_passed++;
 		return XDP_PASS;
 	}
 	/* An empty slot makes the helper return its fallback, XDP_PASS. */

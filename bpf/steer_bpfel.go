@@ -33,6 +33,7 @@ type steerXvsCounters struct {
 	SteeredBroadcast uint64
 	SteeredMulticast uint64
 	GroupPassed      uint64
+	OwnedQueuePassed uint64
 }
 
 type steerXvsHostAddr struct {
@@ -69,17 +70,25 @@ const (
 	steerXvsModeXVS_MODE_MAC  steerXvsMode = 2
 )
 
+type steerXvsQueueOwner struct {
+	_     structs.HostLayout
+	Addr  [6]uint8
+	Owned uint8
+	Pad   uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	steerMapConfig    = "config"
-	steerMapCounters  = "counters"
-	steerMapHostV4    = "host_v4"
-	steerMapHostV6    = "host_v6"
-	steerMapMacs      = "macs"
-	steerMapXsks      = "xsks"
-	steerProgXvsSteer = "xvs_steer"
+	steerMapConfig      = "config"
+	steerMapCounters    = "counters"
+	steerMapHostV4      = "host_v4"
+	steerMapHostV6      = "host_v6"
+	steerMapMacs        = "macs"
+	steerMapQueueOwners = "queue_owners"
+	steerMapXsks        = "xsks"
+	steerProgXvsSteer   = "xvs_steer"
 )
 
 // loadSteer returns the embedded CollectionSpec for steer.
@@ -131,12 +140,13 @@ type steerProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type steerMapSpecs struct {
-	Config   *ebpf.MapSpec `ebpf:"config"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	HostV4   *ebpf.MapSpec `ebpf:"host_v4"`
-	HostV6   *ebpf.MapSpec `ebpf:"host_v6"`
-	Macs     *ebpf.MapSpec `ebpf:"macs"`
-	Xsks     *ebpf.MapSpec `ebpf:"xsks"`
+	Config      *ebpf.MapSpec `ebpf:"config"`
+	Counters    *ebpf.MapSpec `ebpf:"counters"`
+	HostV4      *ebpf.MapSpec `ebpf:"host_v4"`
+	HostV6      *ebpf.MapSpec `ebpf:"host_v6"`
+	Macs        *ebpf.MapSpec `ebpf:"macs"`
+	QueueOwners *ebpf.MapSpec `ebpf:"queue_owners"`
+	Xsks        *ebpf.MapSpec `ebpf:"xsks"`
 }
 
 // steerVariableSpecs contains global variables before they are loaded into the kernel.
@@ -165,12 +175,13 @@ func (o *steerObjects) Close() error {
 //
 // It can be passed to loadSteerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type steerMaps struct {
-	Config   *ebpf.Map `ebpf:"config"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	HostV4   *ebpf.Map `ebpf:"host_v4"`
-	HostV6   *ebpf.Map `ebpf:"host_v6"`
-	Macs     *ebpf.Map `ebpf:"macs"`
-	Xsks     *ebpf.Map `ebpf:"xsks"`
+	Config      *ebpf.Map `ebpf:"config"`
+	Counters    *ebpf.Map `ebpf:"counters"`
+	HostV4      *ebpf.Map `ebpf:"host_v4"`
+	HostV6      *ebpf.Map `ebpf:"host_v6"`
+	Macs        *ebpf.Map `ebpf:"macs"`
+	QueueOwners *ebpf.Map `ebpf:"queue_owners"`
+	Xsks        *ebpf.Map `ebpf:"xsks"`
 }
 
 func (m *steerMaps) Close() error {
@@ -180,6 +191,7 @@ func (m *steerMaps) Close() error {
 		m.HostV4,
 		m.HostV6,
 		m.Macs,
+		m.QueueOwners,
 		m.Xsks,
 	)
 }

@@ -74,12 +74,13 @@ func TestSpecMatchesConstants(t *testing.T) {
 		typ ebpf.MapType
 		max uint32
 	}{
-		steerMapXsks:     {ebpf.XSKMap, MaxQueues},
-		steerMapMacs:     {ebpf.Hash, MaxMACs},
-		steerMapConfig:   {ebpf.Array, 1},
-		steerMapCounters: {ebpf.PerCPUArray, 1},
-		steerMapHostV4:   {ebpf.Hash, MaxHostAddrs},
-		steerMapHostV6:   {ebpf.Hash, MaxHostAddrs},
+		steerMapXsks:        {ebpf.XSKMap, MaxQueues},
+		steerMapMacs:        {ebpf.Hash, MaxMACs},
+		steerMapConfig:      {ebpf.Array, 1},
+		steerMapCounters:    {ebpf.PerCPUArray, 1},
+		steerMapHostV4:      {ebpf.Hash, MaxHostAddrs},
+		steerMapHostV6:      {ebpf.Hash, MaxHostAddrs},
+		steerMapQueueOwners: {ebpf.Array, MaxQueues},
 	}
 	if len(spec.Maps) != len(want) {
 		t.Errorf("spec has maps %v", spec.Maps)

@@ -12,6 +12,25 @@ type QueueCounters struct {
 	// once and flooded to k ports adds k-1. With it, across the switch,
 	// received + flood copies = transmitted + dropped.
 	FloodCopies uint64 `json:"flood_copies"`
+	PathCounters
+}
+
+// PathCounters say which path a queue's frames took between the guest's
+// memory and the NIC (docs/zerocopy.md), counted where the copy would be
+// made, at the queue that transmits: CopiedFrames and CopiedBytes were
+// copied by the switch, ZerocopyFrames were not (the guest's buffer was
+// the NIC's). Not to be confused with the AF_XDP bind mode (show ports,
+// af_xdp=copy|zerocopy), which says whether the kernel copies.
+type PathCounters struct {
+	ZerocopyFrames uint64 `json:"zerocopy_frames"`
+	CopiedFrames   uint64 `json:"copied_frames"`
+	CopiedBytes    uint64 `json:"copied_bytes"`
+}
+
+func (p *PathCounters) add(o PathCounters) {
+	p.ZerocopyFrames += o.ZerocopyFrames
+	p.CopiedFrames += o.CopiedFrames
+	p.CopiedBytes += o.CopiedBytes
 }
 
 // PortCounters is one port's row of `xvswitch show stats --json`: its
@@ -26,6 +45,7 @@ type PortCounters struct {
 	// FloodCopies: see QueueCounters.
 	FloodCopies uint64          `json:"flood_copies"`
 	Queues      []QueueCounters `json:"queues"`
+	PathCounters
 	// LearnRefused counts source MACs the port's frames were not learned
 	// for, because the port held its limit of learned MACs (maxmacs=).
 	// The frames were still forwarded: it is not a drop.
@@ -46,6 +66,7 @@ func SumQueues(name string, qs []QueueCounters) PortCounters {
 		p.RxBytes += q.RxBytes
 		p.TxBytes += q.TxBytes
 		p.FloodCopies += q.FloodCopies
+		p.PathCounters.add(q.PathCounters)
 		for k, v := range q.Drops {
 			p.Drops[k] += v
 		}

@@ -30,6 +30,7 @@ var kernelFamilies = []string{
 	"xvswitch_nic_events_total",
 	"xvswitch_nic_recovery_errors_total",
 	"xvswitch_nic_csum_completed_total",
+	"xvswitch_nic_owner_rx_discarded_total",
 }
 
 // TestEveryCounterHasASeries: each kernel counter the switch can report

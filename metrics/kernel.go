@@ -45,6 +45,10 @@ var (
 		[]string{"port"}, nil)
 )
 
+var nicOwnerDiscarded = prometheus.NewDesc("xvswitch_nic_owner_rx_discarded_total",
+	"Frames left in an owning VM's socket on a NIC queue when the socket closed (its memory table replaced, the VM gone): the kernel delivered them, the switch never received them.",
+	[]string{"port"}, nil)
+
 func afxdpCounter(stat, help string) *prometheus.Desc {
 	return prometheus.NewDesc("xvswitch_afxdp_"+stat+"_total", help, []string{"port"}, nil)
 }
@@ -55,14 +59,15 @@ var kernelSeries = map[string]struct {
 	desc  *prometheus.Desc
 	label string
 }{
-	"xdp_redirected":       {xdpPackets, "redirected"},
-	"xdp_no_socket_passed": {xdpPackets, "no_socket_passed"},
-	"xdp_bad_queue_passed": {xdpPackets, "bad_queue_passed"},
-	"xdp_not_owned_passed": {xdpPackets, "not_owned_passed"},
-	"xdp_host_arp_passed":  {xdpPackets, "host_arp_passed"},
-	"xdp_host_nd_passed":   {xdpPackets, "host_nd_passed"},
-	"xdp_short_passed":     {xdpPackets, "short_passed"},
-	"xdp_group_passed":     {xdpPackets, "group_passed"},
+	"xdp_redirected":         {xdpPackets, "redirected"},
+	"xdp_no_socket_passed":   {xdpPackets, "no_socket_passed"},
+	"xdp_bad_queue_passed":   {xdpPackets, "bad_queue_passed"},
+	"xdp_not_owned_passed":   {xdpPackets, "not_owned_passed"},
+	"xdp_host_arp_passed":    {xdpPackets, "host_arp_passed"},
+	"xdp_host_nd_passed":     {xdpPackets, "host_nd_passed"},
+	"xdp_short_passed":       {xdpPackets, "short_passed"},
+	"xdp_group_passed":       {xdpPackets, "group_passed"},
+	"xdp_owned_queue_passed": {xdpPackets, "owned_queue_passed"},
 
 	"af_xdp_rx_dropped":         {afxdpRxDropped, ""},
 	"af_xdp_rx_ring_full":       {afxdpRxRingFull, ""},
@@ -81,6 +86,7 @@ var kernelSeries = map[string]struct {
 	"xdp_replaced_events": {nicEvents, "xdp_replaced"},
 	"recovery_errors":     {nicRecoveryErrors, ""},
 	"csum_completed":      {nicCsumCompleted, ""},
+	"owner_rx_discarded":  {nicOwnerDiscarded, ""},
 }
 
 func describeKernel(ch chan<- *prometheus.Desc) {

@@ -40,7 +40,7 @@ func aSwitch() *fakeSource {
 			Queues: []ctl.QueueCounters{{RxPackets: 7, RxBytes: 448, TxPackets: 5, TxBytes: 320, FloodCopies: 3}},
 			Kernel: map[string]uint64{"xdp_redirected": 9, "xdp_host_nd_passed": 4, "af_xdp_rx_dropped": 1, "af_xdp_rx_ring_full": 11,
 				"af_xdp_rx_fill_ring_empty": 12, "af_xdp_rx_invalid_descs": 13, "af_xdp_tx_invalid_descs": 14,
-				"link_down_events": 2, "recovery_errors": 6, "csum_completed": 15, "af_packet_dropped": 16},
+				"link_down_events": 2, "recovery_errors": 6, "csum_completed": 15, "af_packet_dropped": 16, "owner_rx_discarded": 17},
 			LearnRefused: 4,
 		}, {
 			Name:   "vm1",
@@ -94,6 +94,9 @@ var xvswitchFamilies = map[string]family{
 	"xvswitch_tx_packets_total":               {counter, []string{"port", "queue"}},
 	"xvswitch_tx_bytes_total":                 {counter, []string{"port", "queue"}},
 	"xvswitch_flood_copies_total":             {counter, []string{"port", "queue"}},
+	"xvswitch_zerocopy_frames_total":          {counter, []string{"port", "queue"}},
+	"xvswitch_copied_frames_total":            {counter, []string{"port", "queue"}},
+	"xvswitch_copied_bytes_total":             {counter, []string{"port", "queue"}},
 	"xvswitch_drops_total":                    {counter, []string{"port", "queue", "reason"}},
 	"xvswitch_fdb_entries":                    {gauge, nil},
 	"xvswitch_fdb_learn_refused_total":        {counter, []string{"port"}},
@@ -108,6 +111,7 @@ var xvswitchFamilies = map[string]family{
 	"xvswitch_nic_events_total":               {counter, []string{"event", "port"}},
 	"xvswitch_nic_recovery_errors_total":      {counter, []string{"port"}},
 	"xvswitch_nic_csum_completed_total":       {counter, []string{"port"}},
+	"xvswitch_nic_owner_rx_discarded_total":   {counter, []string{"port"}},
 }
 
 // value is the sample of fams' family name with exactly these labels.

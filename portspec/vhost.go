@@ -9,7 +9,7 @@ import (
 )
 
 // Vhost is a vhost-user port:
-// `PATH[,client][,queues=N][,mac=MAC][,spoof=allow|drop][,maxmacs=N][,name=NAME][,mode=OCTAL][,group=NAME|GID]`.
+// `PATH[,client][,queues=N][,mac=MAC][,spoof=allow|drop][,maxmacs=N][,own=IFNAME:Q[+Q]][,name=NAME][,mode=OCTAL][,group=NAME|GID]`.
 type Vhost struct {
 	Name   string `json:"name"`
 	Path   string `json:"path"`
@@ -24,6 +24,9 @@ type Vhost struct {
 	// MaxMACs (maxmacs=N) is how many learned MACs the port may hold in
 	// the FDB at once; 0 means the switch's default for a VM port.
 	MaxMACs int `json:"maxmacs,omitempty"`
+	// Own (own=IFNAME:Q[+Q]) names the NIC queues this VM owns; nil
+	// when it owns none and all its NIC traffic takes the copy path.
+	Own *Own `json:"own,omitempty"`
 	// Mode and GID are the socket file's permissions and group in server
 	// mode (default 0660 and root's group), e.g. group=kvm for QEMU
 	// running as an unprivileged user.
@@ -67,6 +70,12 @@ func ParseVhost(s string) (Vhost, error) {
 			if v.MaxMACs, err = maxMACs(val); err != nil {
 				return Vhost{}, err
 			}
+		case "own":
+			o, err := ParseOwn(val)
+			if err != nil {
+				return Vhost{}, err
+			}
+			v.Own = &o
 		case "name":
 			v.Name = val
 		case "mode":
@@ -78,7 +87,7 @@ func ParseVhost(s string) (Vhost, error) {
 				return Vhost{}, fmt.Errorf("%w: group=%q: no such group (want a group name or GID): %v", ErrBadSpec, val, err)
 			}
 		default:
-			return Vhost{}, fmt.Errorf("%w: unknown option %q: want client, queues=N, mac=MAC, name=NAME, mode=OCTAL or group=NAME|GID", ErrBadSpec, k)
+			return Vhost{}, fmt.Errorf("%w: unknown option %q: want client, queues=N, mac=MAC, spoof=allow|drop, maxmacs=N, own=IFNAME:Q[+Q], name=NAME, mode=OCTAL or group=NAME|GID", ErrBadSpec, k)
 		}
 	}
 	if v.Name == "" {
@@ -88,6 +97,11 @@ func ParseVhost(s string) (Vhost, error) {
 	// promise a check that cannot happen.
 	if spoofSet && v.MAC == "" {
 		return Vhost{}, fmt.Errorf("%w: --vhost %q: spoof= needs mac=", ErrBadSpec, s)
+	}
+	// Only the owner's unicast may be steered into its memory: the XDP
+	// program needs the MAC to tell which frames those are.
+	if v.Own != nil && v.MAC == "" {
+		return Vhost{}, fmt.Errorf("%w: --vhost %q: own= needs mac=", ErrBadSpec, s)
 	}
 	return v, nil
 }

@@ -42,7 +42,13 @@ func (r *Ring) popOne(b *virtq.Burst, head uint16) bool {
 	if !ok {
 		return false
 	}
-	b.AddSingle(head, host, flags&r.writeMask != 0)
+	writable := flags&r.writeMask != 0
+	b.AddSingle(head, host, writable)
 	inFlight[head] = true
+	if writable {
+		r.writeLen[head] = length
+	} else {
+		r.writeLen[head] = 0
+	}
 	return true
 }

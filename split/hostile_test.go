@@ -309,3 +309,38 @@ func TestPushNotInFlight(t *testing.T) {
 	h.d.Publish()
 	h.drain()
 }
+
+// TestPushClampsLen: a used length beyond the chain's writable bytes (a
+// switch bug) reaches the guest as the writable size, never more, for a
+// single writable descriptor (the fast path), a chain and a readable-only
+// chain.
+func TestPushClampsLen(t *testing.T) {
+	m := newMem(t, 1<<20, 1<<20)
+	d := drivertest.NewSplitDriver(m, 0, 8)
+	h := newHarness(t, m, d, featAll, 256, 1)
+	h.add(shape{direct: []int{-100}})
+	h.add(shape{direct: []int{10, -30, -40}})
+	h.add(shape{direct: []int{20}})
+	h.d.Publish()
+	h.pop(virtq.MaxBurst)
+	if len(h.popped) != 3 {
+		t.Fatalf("popped %d chains, want 3", len(h.popped))
+	}
+	used := make([]virtq.Used, 3)
+	for i, id := range h.popped {
+		used[i] = virtq.Used{ID: id, Len: 5000}
+	}
+	if err := h.r.Push(used); err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint16]uint32{h.popped[0]: 100, h.popped[1]: 70, h.popped[2]: 0}
+	for i := 0; i < 3; i++ {
+		u, ok, err := h.d.Reap()
+		if err != nil || !ok {
+			t.Fatalf("reap %d: %v, %v", i, ok, err)
+		}
+		if u.Len != want[u.ID] {
+			t.Errorf("id %d: used len %d, want %d", u.ID, u.Len, want[u.ID])
+		}
+	}
+}

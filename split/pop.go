@@ -141,8 +141,10 @@ func (r *Ring) popChain(b *virtq.Burst, head uint16) error {
 		}
 		i = next
 	}
+	wl := st.c.WriteLen
 	b.CommitChain()
 	r.inFlight[head] = true
+	r.writeLen[head] = wl
 	return nil
 }
 

@@ -11,7 +11,8 @@ import (
 // Push returns chains to the driver as used, in the order given: it writes
 // the used elements, then publishes the used index with release ordering so
 // the driver that sees the index sees the elements (and the bytes the
-// device wrote into the buffers).
+// device wrote into the buffers). Len is clamped to the chain's WriteLen,
+// as on the packed ring.
 //
 // A Used whose ID is not in flight is a device bug, not a guest fault: Push
 // then returns virtq.ErrUsedNotInFlight and writes nothing, and the ring
@@ -39,7 +40,8 @@ func (r *Ring) Push(used []virtq.Used) error {
 	u := r.usedIdx
 	for i := range used {
 		off := 4 + 8*int(u&r.mask)
-		binary.LittleEndian.PutUint64(r.used[off:off+8], uint64(used[i].ID)|uint64(used[i].Len)<<32)
+		ln := min(used[i].Len, r.writeLen[used[i].ID])
+		binary.LittleEndian.PutUint64(r.used[off:off+8], uint64(used[i].ID)|uint64(ln)<<32)
 		u++
 	}
 	if r.dirty != nil {

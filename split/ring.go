@@ -42,6 +42,10 @@ type Ring struct {
 	// and a device that completes a head twice.
 	inFlight  []bool
 	nInFlight int
+	// writeLen[head] is the writable byte count of the chain in flight at
+	// head: Push clamps used lengths to it, so that a bug in the switch
+	// can never tell a guest more was written than its buffer holds.
+	writeLen []uint32
 
 	// err is the first error a hostile ring produced; once set the ring is
 	// broken and every call returns it.
@@ -108,6 +112,7 @@ func New(cfg virtq.Config) (*Ring, error) {
 		indirect:  virtq.Has(cfg.Features, virtq.FeatureIndirectDesc),
 		lastAvail: uint16(cfg.Base),
 		inFlight:  make([]bool, size),
+		writeLen:  make([]uint32, size),
 	}
 	if cfg.ReadOnly {
 		r.writeMask = 0

@@ -9,7 +9,19 @@ type Counts struct {
 	floodCopies    uint64
 	drops          [NumDrops]uint32
 	anyDrop        bool
+	// The path of what an egress queue sent (ctl.PathCounters).
+	zerocopy, copied, copiedBytes uint64
 }
+
+// Copied counts frames of bytes in all that the switch copied to send
+// them (into a guest's RX buffers, into a UMEM frame).
+func (c *Counts) Copied(frames, bytes uint64) {
+	c.copied += frames
+	c.copiedBytes += bytes
+}
+
+// Zerocopy counts frames sent without a copy by the switch.
+func (c *Counts) Zerocopy(frames uint64) { c.zerocopy += frames }
 
 // Frame counts one frame of n bytes.
 func (c *Counts) Frame(n int) {
@@ -54,6 +66,15 @@ func (c *Counts) flushEgress(q *QueueStats) {
 	if c.packets > 0 {
 		q.TxPackets.Add(c.packets)
 		q.TxBytes.Add(c.bytes)
+	}
+	if c.copied > 0 {
+		q.CopiedFrames.Add(c.copied)
+		q.CopiedBytes.Add(c.copiedBytes)
+		c.copied, c.copiedBytes = 0, 0
+	}
+	if c.zerocopy > 0 {
+		q.ZerocopyFrames.Add(c.zerocopy)
+		c.zerocopy = 0
 	}
 	c.flushDrops(q)
 	c.packets, c.bytes = 0, 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -33,8 +34,8 @@ type nicBinding struct {
 	fixCsum bool
 	csumWhy string
 	steer   *bpf.Steering
-	umem    *xsk.UMEM
-	socks   []*xsk.Socket // by queue
+	umem    *xsk.UMEM     // nil when a VM owns every queue
+	socks   []*xsk.Socket // by queue; nil at a queue a VM owns (owned.go)
 	groups  *afpacket.Socket
 }
 
@@ -59,9 +60,9 @@ func socketMode(m portspec.NICMode) xsk.Mode {
 
 // bindNIC attaches the steering program to the interface, starts tracking
 // the host's addresses on it, binds one socket to each of its first
-// queues rx queues, each in its XSKMAP slot, and opens the socket for its
-// group frames. On failure it leaves nothing behind.
-func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
+// queues rx queues that no VM owns, each in its XSKMAP slot, and opens the
+// socket for its group frames. On failure it leaves nothing behind.
+func bindNIC(spec portspec.NIC, queues int, owned func(q int) bool) (_ *nicBinding, err error) {
 	ifi, err := net.InterfaceByName(spec.Ifname)
 	if err != nil {
 		return nil, fmt.Errorf("vswitch: nic %s: %w", spec.Ifname, err)
@@ -87,20 +88,8 @@ func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
 	if err := b.steer.TrackHostAddrs(context.Background()); err != nil {
 		return nil, fmt.Errorf("vswitch: nic %s: tracking the host's addresses: %w", spec.Ifname, err)
 	}
-	const perQueue = 3 * 1024 // 2 x fill ring + TX ring, the xsk defaults
-	b.umem, err = xsk.NewUMEM(xsk.UMEMConfig{FrameSize: 4096, NumFrames: uint32(perQueue * queues)})
-	if err != nil {
+	if err := b.openSockets(spec, queues, owned, false); err != nil {
 		return nil, err
-	}
-	for q := 0; q < queues; q++ {
-		s, err := b.umem.Bind(ifi.Index, q, xsk.SocketConfig{Mode: socketMode(spec.Mode)})
-		if err != nil {
-			return nil, fmt.Errorf("vswitch: nic %s queue %d: %w", spec.Ifname, q, err)
-		}
-		b.socks = append(b.socks, s)
-		if err := b.steer.SetSocket(uint32(q), s.FD()); err != nil {
-			return nil, err
-		}
 	}
 	// Slots for the longest frame the interface receives now, tagged; a
 	// longer MTU later makes longer group frames too_long until the
@@ -112,6 +101,88 @@ func bindNIC(spec portspec.NIC, queues int) (_ *nicBinding, err error) {
 		return nil, fmt.Errorf("vswitch: nic %s: socket for group frames: %w", spec.Ifname, err)
 	}
 	return b, nil
+}
+
+// openSockets makes the binding's UMEM and binds a socket to each of the
+// first queues rx queues that no VM owns. A socket cannot leave a UMEM's
+// registration (the first one bound holds it for all), so a change of
+// owners closes them all and opens a new set (nicPort.resocket). With
+// skipBusy, a queue another socket still holds (EBUSY after bindQueue's
+// wait: someone else's UMEM) is left without one and logged, rather than
+// costing the port every queue.
+func (b *nicBinding) openSockets(spec portspec.NIC, queues int, owned func(q int) bool, skipBusy bool) (err error) {
+	b.socks = make([]*xsk.Socket, queues)
+	free := 0
+	for q := 0; q < queues; q++ {
+		if !owned(q) {
+			free++
+		}
+	}
+	if free == 0 {
+		return nil
+	}
+	defer func() {
+		if err != nil {
+			_ = b.closeSockets()
+		}
+	}()
+	const perQueue = 3 * 1024 // 2 x fill ring + TX ring, the xsk defaults
+	b.umem, err = xsk.NewUMEM(xsk.UMEMConfig{FrameSize: 4096, NumFrames: uint32(perQueue * free)})
+	if err != nil {
+		return err
+	}
+	for q := 0; q < queues; q++ {
+		if owned(q) {
+			continue
+		}
+		s, err := bindQueue(b.umem, b.ifindex, q, xsk.SocketConfig{Mode: socketMode(spec.Mode)})
+		if err != nil && skipBusy && errors.Is(err, unix.EBUSY) {
+			slog.Error("nic: a queue is held by another AF_XDP socket; the port leaves it without one (frames there go to the kernel)",
+				"ifname", spec.Ifname, "queue", q, "err", err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("vswitch: nic %s queue %d: %w", spec.Ifname, q, err)
+		}
+		b.socks[q] = s
+		if err := b.steer.SetSocket(uint32(q), s.FD()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeSockets empties the XSKMAP slots (frames there go to the kernel,
+// counted as no_socket_passed) and closes the sockets and the UMEM. No
+// worker may be using the sockets.
+func (b *nicBinding) closeSockets() error {
+	for q, s := range b.socks {
+		if s != nil && b.steer != nil {
+			_ = b.steer.RemoveSocket(uint32(q))
+		}
+	}
+	b.socks = nil
+	if b.umem == nil {
+		return nil
+	}
+	err := b.umem.Close()
+	b.umem = nil
+	return err
+}
+
+// mode is the AF_XDP bind mode of the binding's sockets, for show ports:
+// "copy" or "zerocopy" (the kernel's, not the switch's data path; see
+// zerocopy_frames in the stats for that), "none" without sockets.
+func (b *nicBinding) mode() string {
+	for _, s := range b.socks {
+		if s != nil {
+			if s.ZeroCopy() {
+				return "zerocopy"
+			}
+			return "copy"
+		}
+	}
+	return "none"
 }
 
 // csumPolicy decides whether a port completes the checksums of what it
@@ -155,14 +226,9 @@ func (b *nicBinding) close() error {
 	if b.groups != nil {
 		errs = append(errs, b.groups.Close())
 	}
+	errs = append(errs, b.closeSockets())
 	if b.steer != nil {
-		for q := range b.socks {
-			_ = b.steer.RemoveSocket(uint32(q))
-		}
 		errs = append(errs, b.steer.Close())
-	}
-	if b.umem != nil {
-		errs = append(errs, b.umem.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -171,17 +237,25 @@ func (b *nicBinding) close() error {
 // to k (safe beside the workers: both are syscalls the kernel serialises).
 func (b *nicBinding) counters(k map[string]uint64) {
 	c, _ := b.steer.Counters() // zeros if it cannot be read
-	stats := make([]xsk.Stats, 0, len(b.socks))
-	for _, s := range b.socks {
-		if st, err := s.Stats(); err == nil {
-			stats = append(stats, st)
-		}
-	}
 	var groups afpacket.Stats
 	if b.groups != nil {
 		groups, _ = b.groups.Stats() // the totals so far if it cannot be read
 	}
-	addKernelCounts(k, c, stats, groups)
+	addKernelCounts(k, c, b.socketStats(), groups)
+}
+
+// socketStats is each socket's XDP_STATISTICS.
+func (b *nicBinding) socketStats() []xsk.Stats {
+	stats := make([]xsk.Stats, 0, len(b.socks))
+	for _, s := range b.socks {
+		if s == nil {
+			continue
+		}
+		if st, err := s.Stats(); err == nil {
+			stats = append(stats, st)
+		}
+	}
+	return stats
 }
 
 // addKernelCounts adds the XDP program's verdicts, each AF_XDP socket's
@@ -196,6 +270,7 @@ func addKernelCounts(k map[string]uint64, c bpf.Counters, socks []xsk.Stats, gro
 	k["xdp_host_nd_passed"] += c.HostNDPassed
 	k["xdp_short_passed"] += c.ShortPassed
 	k["xdp_group_passed"] += c.GroupPassed
+	k["xdp_owned_queue_passed"] += c.OwnedQueuePassed
 	// Group frames the kernel passed but could not put in the switch's
 	// ring (full): the host got them, the VMs did not.
 	k["af_packet_dropped"] += groups.Drops

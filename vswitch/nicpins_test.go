@@ -18,7 +18,7 @@ import (
 // program it runs.
 
 // pinNames are the entries of an attached interface's pin directory.
-var pinNames = []string{"config", "counters", "host_v4", "host_v6", "link", "macs", "xsks", "xvs_steer"}
+var pinNames = []string{"config", "counters", "host_v4", "host_v6", "link", "macs", "queue_owners", "xsks", "xvs_steer"}
 
 // checkPins checks ifname's pin directory is complete and its pins are
 // the program attached to the interface now: the link pinned is attached

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -49,6 +50,10 @@ type nicPort struct {
 
 	macMu sync.Mutex
 	macs  map[uint64]bool // what the XDP MAC map holds
+
+	// owners says which of the interface's queues VMs own (owned.go):
+	// the port binds no socket there.
+	owners *queueOwners
 }
 
 // AddNIC adds an AF_XDP port on a NIC.
@@ -56,7 +61,7 @@ func (s *Switch) AddNIC(spec portspec.NIC) error {
 	if s.hasPort(spec.Name) {
 		return fmt.Errorf("%w: %q", ErrPortExists, spec.Name)
 	}
-	drv, err := newNICPort(spec)
+	drv, err := newNICPort(spec, &s.owners)
 	if err != nil {
 		return err
 	}
@@ -74,6 +79,9 @@ func (s *Switch) AddNIC(spec portspec.NIC) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.byName[spec.Name]; p != nil && p.drv == PortDriver(drv) {
+		// VMs that own queues of the interface bind their sockets into
+		// this port's slots and queues.
+		s.renewOwners(spec.Ifname)
 		drv.watch = startNICWatch(drv, s)
 		slog.Info("port added", "port", spec.Name, "kind", "nic", "detail", drv.detail())
 	}
@@ -81,12 +89,12 @@ func (s *Switch) AddNIC(spec portspec.NIC) error {
 }
 
 // newNICPort attaches to the interface.
-func newNICPort(spec portspec.NIC) (*nicPort, error) {
+func newNICPort(spec portspec.NIC, owners *queueOwners) (*nicPort, error) {
 	nq := spec.Queues
 	if nq == 0 {
 		nq = nicQueueCount(spec.Ifname)
 	}
-	p := &nicPort{spec: spec, retired: map[string]uint64{}, macs: map[uint64]bool{}}
+	p := &nicPort{spec: spec, retired: map[string]uint64{}, macs: map[uint64]bool{}, owners: owners}
 	for range nq {
 		q, err := newNICQueue(&p.link)
 		if err != nil {
@@ -100,7 +108,7 @@ func newNICPort(spec portspec.NIC) (*nicPort, error) {
 		p.Close()
 		return nil, err
 	}
-	b, err := bindNIC(spec, nq)
+	b, err := bindNIC(spec, nq, p.owned)
 	if err != nil {
 		p.Close()
 		return nil, err
@@ -119,9 +127,8 @@ func (p *nicPort) install(b *nicBinding) {
 		p.csumWhy = b.csumWhy
 		slog.Info("nic checksums", "port", p.spec.Name, "ifname", p.spec.Ifname, "complete_tcp_udp", b.fixCsum, "why", b.csumWhy)
 	}
-	for i, q := range p.queues {
-		q.attach(b.socks[i])
-	}
+	p.syncQueueOwners(b)
+	p.attachSockets(b)
 	p.groups.attach(b.groups)
 	p.macMu.Lock()
 	p.macs = map[uint64]bool{} // a new program's MAC map is empty
@@ -157,10 +164,7 @@ func (p *nicPort) detail() string {
 	if b == nil {
 		return p.spec.Ifname + " gone: waiting for an interface of that name"
 	}
-	mode := "copy"
-	if len(b.socks) > 0 && b.socks[0].ZeroCopy() {
-		mode = "zerocopy"
-	}
+	mode := b.mode()
 	xdp := "native"
 	if b.steer.XDPMode() == bpf.XDPGeneric {
 		xdp = "generic"
@@ -172,7 +176,11 @@ func (p *nicPort) detail() string {
 	if p.link.fixCsum.Load() {
 		csum = "fix"
 	}
-	return fmt.Sprintf("%s xdp=%s af_xdp=%s mtu=%d csum=%s pins=%s", p.spec.Ifname, xdp, mode, p.link.mtu.Load(), csum, b.steer.PinDir())
+	d := fmt.Sprintf("%s xdp=%s af_xdp=%s mtu=%d csum=%s pins=%s", p.spec.Ifname, xdp, mode, p.link.mtu.Load(), csum, b.steer.PinDir())
+	if o := p.owners.describe(p.spec.Ifname); o != "" {
+		d += " owned=" + strings.ReplaceAll(o, " ", ",")
+	}
+	return d
 }
 
 // Fail: a NIC queue does not break the way a guest's ring does.
@@ -184,9 +192,7 @@ func (p *nicPort) Close() error {
 	p.watch.stop()
 	var err error
 	if b := p.bound; b != nil {
-		for i, q := range p.queues {
-			q.detach(b.socks[i])
-		}
+		p.detachSockets(b)
 		p.groups.detach(b.groups)
 		err = b.close()
 		p.bound = nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -42,6 +43,12 @@ type nicQueue struct {
 	// socket, so a worker's own epoll set, built once per snapshot, stays
 	// valid while sockets come and go.
 	epfd int
+	// txVia is the queue that transmits for this one while a VM owns
+	// this one's rx queue and the port has no socket here (nicowned.go).
+	txVia atomic.Pointer[nicQueue]
+	// busy is the socket whose frames a burst holds, between Receive and
+	// Release (detachWait waits for it).
+	busy atomic.Pointer[xsk.Socket]
 
 	// The polling worker's: the burst between Receive and Release.
 	rx    *xsk.Socket
@@ -72,16 +79,45 @@ func (q *nicQueue) detach(s *xsk.Socket) {
 	_ = unix.EpollCtl(q.epfd, unix.EPOLL_CTL_DEL, s.FD(), nil)
 }
 
+// detachWait takes s off the queue and returns once no worker is in a
+// burst on it: nothing receives from it after detachWait took mu, and a
+// burst that received before lets go at Release. For a socket whose
+// memory goes away without a snapshot publication in between (a VM's
+// owned queue, vmowned.go). It waits at most wait.
+func (q *nicQueue) detachWait(s *xsk.Socket, wait time.Duration) bool {
+	q.detach(s)
+	q.mu.Lock()
+	//lint:ignore SA2001 the empty section is the point: Receive and Transmit hold mu while they use the socket
+	q.mu.Unlock()
+	deadline := time.Now().Add(wait)
+	for q.busy.Load() == s {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return true
+}
+
 // close closes the queue's epoll set; its socket is detached already.
 func (q *nicQueue) close() { unix.Close(q.epfd) }
 
 func (q *nicQueue) Receive(b *Burst, _ *Counts) (int, error) {
-	s := q.sock.Load()
-	if s == nil {
+	if q.sock.Load() == nil {
 		return 0, nil
 	}
+	// Loaded again under mu: a socket detached with detachWait is not
+	// received from once detachWait has taken mu.
 	q.mu.Lock()
+	s := q.sock.Load()
+	if s == nil {
+		q.mu.Unlock()
+		return 0, nil
+	}
 	n := s.Receive(q.descs[:])
+	if n > 0 {
+		q.busy.Store(s)
+	}
 	q.mu.Unlock()
 	// The switch owns the frames until Release: their checksums are
 	// completed in place, before anything reads them.
@@ -109,6 +145,7 @@ func (q *nicQueue) Release(*Burst) error {
 	// meanwhile, this one is closed only after the burst.
 	q.mu.Lock()
 	q.rx.Release(q.descs[:q.n])
+	q.busy.Store(nil)
 	q.mu.Unlock()
 	q.rx, q.n = nil, 0
 	return nil
@@ -121,6 +158,10 @@ func (q *nicQueue) Waker() Waker { return Waker{FD: q.epfd} }
 // Transmit copies the selected frames into UMEM frames and sends them with
 // one kick.
 func (q *nicQueue) Transmit(b *Burst, mask Mask, c *Counts) {
+	if v := q.txVia.Load(); v != nil {
+		v.Transmit(b, mask, c) // never delegates again: v has a socket
+		return
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s := q.sock.Load()
@@ -168,4 +209,5 @@ func (q *nicQueue) Transmit(b *Burst, mask Mask, c *Counts) {
 		return
 	}
 	c.Frames(uint64(slot), bytes)
+	c.Copied(uint64(slot), bytes) // every frame went through CopyTo
 }

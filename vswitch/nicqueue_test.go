@@ -84,7 +84,7 @@ func TestNICTransmitAllocs(t *testing.T) {
 
 	require.Root(t)
 	v := netns.NewVeth(t, netns.VethOptions{})
-	p, err := newNICPort(portspec.NIC{Name: v.Outer, Ifname: v.Outer, Mode: portspec.ModeCopy})
+	p, err := newNICPort(portspec.NIC{Name: v.Outer, Ifname: v.Outer, Mode: portspec.ModeCopy}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestNICTransmitDeadSocket(t *testing.T) {
 	require.Root(t)
 	v := netns.NewVeth(t, netns.VethOptions{})
 	fds := openFDs(t)
-	p, err := newNICPort(portspec.NIC{Name: v.Outer, Ifname: v.Outer, Mode: portspec.ModeCopy})
+	p, err := newNICPort(portspec.NIC{Name: v.Outer, Ifname: v.Outer, Mode: portspec.ModeCopy}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,9 +26,12 @@ type nicEvents struct {
 	xdpReattached  atomic.Uint64 // ... and the port attached it again
 	xdpReplaced    atomic.Uint64 // another program was on the hook
 	recoveryErrors atomic.Uint64 // attaching again failed (it is tried again)
+	// ownerDiscarded: frames left in an owning VM's socket on this NIC
+	// when it closed (vmowned.go), never received by the switch.
+	ownerDiscarded atomic.Uint64
 }
 
-const nicEventCount = 8
+const nicEventCount = 9
 
 func (e *nicEvents) addTo(k map[string]uint64) {
 	k["link_down_events"] = e.linkDown.Load()
@@ -39,6 +42,7 @@ func (e *nicEvents) addTo(k map[string]uint64) {
 	k["xdp_reattached"] = e.xdpReattached.Load()
 	k["xdp_replaced_events"] = e.xdpReplaced.Load()
 	k["recovery_errors"] = e.recoveryErrors.Load()
+	k["owner_rx_discarded"] = e.ownerDiscarded.Load()
 }
 
 // check looks up the interface of the port's name and acts on what
@@ -83,9 +87,7 @@ func (p *nicPort) check(ctx context.Context, sw *Switch) {
 func (p *nicPort) lose(sw *Switch, replaced bool) {
 	b := p.bound
 	p.link.up.Store(false)
-	for i, q := range p.queues {
-		q.detach(b.socks[i])
-	}
+	p.detachSockets(b)
 	p.groups.detach(b.groups)
 	// Once every worker forwards with a newer snapshot, none is in a
 	// burst on the old sockets or UMEM.
@@ -115,7 +117,7 @@ func (p *nicPort) rebind(sw *Switch, a *netlink.LinkAttrs) {
 		p.notYet(what, fmt.Sprintf("another XDP program (id %d) holds it", a.Xdp.ProgId))
 		return
 	}
-	b, err := bindNIC(p.spec, len(p.queues))
+	b, err := bindNIC(p.spec, len(p.queues), p.owned)
 	if err != nil {
 		p.events.recoveryErrors.Add(1)
 		p.notYet(what, err.Error())
@@ -123,6 +125,7 @@ func (p *nicPort) rebind(sw *Switch, a *netlink.LinkAttrs) {
 	}
 	p.install(b)
 	sw.syncMACs()
+	sw.renewOwners(p.spec.Ifname) // their sockets were on the old interface
 	p.lastWait = ""
 	p.events.reattached.Add(1)
 	slog.Info("nic: interface back; the port attached to it again", "port", p.spec.Name, "ifindex", b.ifindex, "detail", p.detail())

@@ -18,6 +18,9 @@ type QueueStats struct {
 	// once and flooded to k ports adds k-1. With it, across the switch,
 	// received + flood copies = transmitted + dropped.
 	FloodCopies atomic.Uint64
+	// The path the frames this queue transmitted took (ctl.PathCounters):
+	// copied by the switch, or not.
+	ZerocopyFrames, CopiedFrames, CopiedBytes atomic.Uint64
 }
 
 // snapshot reads the counters as queue number queue's row.
@@ -28,6 +31,8 @@ func (q *QueueStats) snapshot(queue int) ctl.QueueCounters {
 		TxPackets: q.TxPackets.Load(), TxBytes: q.TxBytes.Load(),
 		Drops:       map[string]uint64{},
 		FloodCopies: q.FloodCopies.Load(),
+		PathCounters: ctl.PathCounters{ZerocopyFrames: q.ZerocopyFrames.Load(),
+			CopiedFrames: q.CopiedFrames.Load(), CopiedBytes: q.CopiedBytes.Load()},
 	}
 	for d := Drop(0); d < NumDrops; d++ {
 		if n := q.Drops[d].Load(); n > 0 {

@@ -37,7 +37,8 @@ type Switch struct {
 	start   time.Time
 	// fdbChanged wakes the housekeeper when a MAC was learned or moved.
 	fdbChanged chan struct{}
-	caps       captures // running captures (capture.go)
+	caps       captures    // running captures (capture.go)
+	owners     queueOwners // NIC queues owned by VMs (owned.go)
 }
 
 // New makes a switch with no ports; Run starts it.
@@ -184,6 +185,7 @@ func (s *Switch) DelPort(name string) error {
 	s.publish()
 	s.fdb.FlushPort(p.idx)
 	s.syncMACs()
+	defer s.ownerGone(name) // after Close: the owner's sockets are gone
 	if err := p.drv.Close(); err != nil {
 		slog.Warn("port removed", "port", name, "err", err)
 		return err

@@ -21,6 +21,7 @@ type vhostPort struct {
 	fromGuest []*vhostFromGuest // over the guest's TX virtqueues
 	toGuest   []*vhostToGuest   // over the guest's RX virtqueues
 	state     atomic.Value
+	owner     *ownerSockets // the sockets of its owned NIC queues (own=), or nil
 	// announce sends a RARP from a MAC on the port's behalf (SEND_RARP,
 	// announce.go).
 	announce func(mac net.HardwareAddr)
@@ -45,6 +46,15 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 	if s.hasPort(spec.Name) {
 		return fmt.Errorf("%w: %q", ErrPortExists, spec.Name)
 	}
+	if err := s.claimQueues(spec); err != nil {
+		return err
+	}
+	added := false
+	defer func() {
+		if !added {
+			s.owners.release(spec.Name)
+		}
+	}()
 	p := &vhostPort{spec: spec}
 	p.announce = func(mac net.HardwareAddr) { s.announce(spec.Name, mac, nil) }
 	p.state.Store("waiting")
@@ -57,7 +67,7 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		}
 		key = MACKey(mac)
 	}
-	dev, err := vhost.Open(vhost.Config{
+	cfg := vhost.Config{
 		Name:       spec.Name,
 		Path:       spec.Path,
 		Client:     spec.Client,
@@ -69,11 +79,28 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		// The device logs its own events (connected, ready with what was
 		// negotiated, broken and why...), under the port's name.
 		Logger: slog.Default().With("port", spec.Name),
-	})
+	}
+	if spec.Own != nil {
+		// The owned queues' UMEM is the guest's memory as one range
+		// with the switch's buffers in front (vmowned.go).
+		p.owner = newOwnerSockets(s, spec, mac)
+		cfg.Contiguous = true
+		cfg.SwitchArea = ownerSwitchArea(len(spec.Own.Queues))
+		cfg.OnMemoryChange = p.owner.memoryChanged
+		cfg.MemoryChangeTimeout = ownerMemoryChangeTimeout
+		// The kernel returns fill buffers out of order, so the zero-copy
+		// receive path will mark guest buffers used out of order: an
+		// owner never offers IN_ORDER (docs/zerocopy.md).
+		cfg.NoInOrder = true
+	}
+	dev, err := vhost.Open(cfg)
 	if err != nil {
 		return err
 	}
 	p.dev = dev
+	if p.owner != nil {
+		p.owner.dev = dev
+	}
 	for i := 0; i < dev.NumQueuePairs(); i++ {
 		// vhost names virtqueues as the guest sees them.
 		p.fromGuest = append(p.fromGuest, &vhostFromGuest{q: dev.TxQueue(i)})
@@ -83,6 +110,11 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 	if _, err := s.addSecuredPort(spec.Name, p, sec); err != nil {
 		dev.Close()
 		return err
+	}
+	added = true
+	s.ownerAdded(spec)
+	if p.owner != nil {
+		p.owner.start()
 	}
 	slog.Info("port added", "port", spec.Name, "kind", "vhost", "path", spec.Path, "client", spec.Client, "queues", spec.Queues)
 	return nil
@@ -129,6 +161,9 @@ func (p *vhostPort) Info() ctl.PortInfo {
 	if p.spec.Client {
 		detail += " client"
 	}
+	if o := p.spec.Own; o != nil {
+		detail += " own=" + o.String() + " own_sockets=" + p.owner.state()
+	}
 	if in.LastError != nil {
 		detail += " last_error=" + in.LastError.Error()
 	}
@@ -137,7 +172,13 @@ func (p *vhostPort) Info() ctl.PortInfo {
 
 func (p *vhostPort) Fail(err error) { p.dev.Break(err) }
 
-func (p *vhostPort) Close() error { return p.dev.Close() }
+func (p *vhostPort) Close() error {
+	err := p.dev.Close()
+	if p.owner != nil {
+		p.owner.close() // after the device: no memory change can start another build
+	}
+	return err
+}
 
 // Receive takes a burst of the guest's transmitted frames. They stay in
 // the guest's buffers until Release (after every destination copied them).
@@ -208,6 +249,7 @@ func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
 	_, err := a.Rx.Deliver(&t.frames)
 	last := a.Rx.LastBurst()
 	c.Frames(last.Packets, last.Bytes)
+	c.Copied(last.Packets, last.Bytes) // Deliver copies every frame
 	countVirtioDrops(c, &last, false)
 	if err != nil {
 		a.Break(err)

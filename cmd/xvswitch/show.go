@@ -23,8 +23,11 @@ var showCommand = &command{
   stats   per port, and per queue where it has several: packets and bytes
           received and sent, flood copies (the extra copies of flooded
           frames: rx + flood = tx + drops across the switch), drops by
-          reason, and the kernel's XDP counters; since start or the last
-          'xvswitch clear stats', the kernel's always since start
+          reason, the path (zerocopy_frames: sent with no copy by the
+          switch; copied_frames, copied_bytes: copied by it, counted at
+          the queue that sent them), and the kernel's XDP counters;
+          since start or the last 'xvswitch clear stats', the kernel's
+          always since start
   workers each poll worker: its CPU, the queues it polls (PORT/QUEUE), how
           often it slept in epoll, and its busy share: the time it was
           awake (polling, empty polls before it sleeps included) since it
@@ -122,6 +125,10 @@ func printShow(w io.Writer, what string, resp ctl.Response, asJSON bool) error {
 			fmt.Fprintf(tw, "%s\t*\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, p.FloodCopies, drops(p.Drops))
 			if len(p.Kernel) > 0 {
 				fmt.Fprintf(tw, "\tkernel\t\t\t\t\t\t%s\n", drops(p.Kernel))
+			}
+			if pc := p.PathCounters; pc != (ctl.PathCounters{}) {
+				// The switch's copies by path; not the AF_XDP bind mode.
+				fmt.Fprintf(tw, "\tpath\t\t\t\t\t\tzerocopy_frames=%d copied_frames=%d copied_bytes=%d\n", pc.ZerocopyFrames, pc.CopiedFrames, pc.CopiedBytes)
 			}
 			if p.LearnRefused > 0 {
 				// Not drops: the frames went on, their sources unlearned.

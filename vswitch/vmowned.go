@@ -1,0 +1,307 @@
+package vswitch
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/xvswitch/xvswitch/bpf"
+	"github.com/xvswitch/xvswitch/portspec"
+	"github.com/xvswitch/xvswitch/vhost"
+	"github.com/xvswitch/xvswitch/xsk"
+)
+
+// ownerSockets are a VM port's sockets on the NIC queues it owns
+// (own=IFNAME:Q), bound to a UMEM registered over the VM's memory: the
+// range vhost maps its memory table into (vhost.Config.Contiguous), the
+// switch-owned area first. For now the sockets receive into buffers of
+// that area only, and the frames are forwarded and copied into the
+// guest's RX buffers like any NIC frame: the copy path on the VM's UMEM,
+// the step before the zero-copy path posts guest buffers on the fill ring
+// (docs/zerocopy.md).
+//
+// The sockets live as long as one memory table: vhost calls memoryChanged
+// with the rings paused before it unmaps the old range; the sockets on it
+// are closed then (posted fill buffers cannot be taken back), and new
+// ones are built on the new range afterwards, off the control path. In
+// between, the VM's frames on its queues go to the kernel, counted as
+// xdp_no_socket_passed. A registration or bind that fails gives the
+// queues back to the NIC port (copy path, the NIC's own sockets) with a
+// log line saying why, until the next memory table.
+type ownerSockets struct {
+	sw   *Switch
+	name string
+	own  portspec.Own
+	mac  net.HardwareAddr
+	dev  *vhost.Device
+
+	// mu serialises building and tearing down. Lock order: the switch's
+	// mu before this one (build), never the other way.
+	mu     sync.Mutex
+	added  bool // the port is on the switch and its queues handed over
+	closed bool
+	gen    uint64 // the memory generation the sockets are for (0: none)
+	umem   *xsk.UMEM
+	socks  map[int]*xsk.Socket
+	nic    *nicPort      // the port the sockets sit in
+	steer  *bpf.Steering // its steering, whose slots hold them
+	failed uint64        // the generation whose build failed (no retry)
+	// rule is the ethtool ntuple rule steering the VM's MAC to its first
+	// owned queue, if the NIC took one (ruleSet).
+	rule    uint32
+	ruleSet bool
+}
+
+// Owner socket geometry (docs/zerocopy.md has the arithmetic). Chunks of
+// 2048 bytes with 268 bytes of headroom leave frame_len = 2048 - 268 -
+// 256 = 1524: a frame lands 524 bytes into its chunk, so a fill address
+// 512 bytes in front of a guest buffer puts the frame right behind the
+// buffer's 12-byte virtio-net header, and a Linux guest's ~1536-byte
+// mergeable RX buffer holds frame_len + 12.
+const (
+	ownerChunk    = 2048
+	ownerHeadroom = 268
+	ownerRing     = 1024          // fill and RX ring entries per owned queue
+	ownerFrames   = 2 * ownerRing // switch-area frames per owned queue
+	ownerAreaPerQ = ownerFrames * ownerChunk
+	// ownerMemoryChangeTimeout: how long vhost lets memoryChanged take
+	// (it waits for the NIC's workers to let go of the old sockets).
+	ownerMemoryChangeTimeout = 5 * time.Second
+)
+
+// registerOwnerUMEM registers the range (a variable: tests make it fail
+// as the kernel can, for the fallback).
+var registerOwnerUMEM = xsk.NewUMEMFromMemory
+
+// ownerSwitchArea is the switch-owned area an owner of n queues needs.
+func ownerSwitchArea(n int) uint64 { return uint64(n) * ownerAreaPerQ }
+
+func newOwnerSockets(sw *Switch, spec portspec.Vhost, mac net.HardwareAddr) *ownerSockets {
+	return &ownerSockets{sw: sw, name: spec.Name, own: *spec.Own, mac: mac}
+}
+
+// memoryChanged is the device's vhost.Config.OnMemoryChange: the old
+// range's sockets go now, before vhost unmaps it; the new range's are
+// built on another goroutine (building takes the switch's lock, which the
+// control path may hold while it waits for this call).
+func (o *ownerSockets) memoryChanged(ch vhost.MemoryChange) {
+	o.mu.Lock()
+	o.teardown("memory table replaced")
+	o.mu.Unlock()
+	if ch.New != nil {
+		go o.build(ch.Generation)
+	}
+}
+
+// start runs once the port is on the switch and the NIC port let go of
+// the queues: a memory table that came before is built on now.
+func (o *ownerSockets) start() {
+	o.mu.Lock()
+	o.added = true
+	o.installRule()
+	o.mu.Unlock()
+	if l := o.dev.MemoryLayout(); l != nil {
+		go o.build(l.Generation())
+	}
+}
+
+// renew rebuilds the sockets on the current memory table: the NIC port
+// they sat in was bound to a new interface (deleted and made again) or
+// added again, whose XSKMAP slots and queues know nothing of them. Called
+// with s.mu held; the rebuild runs after the caller lets go of it.
+func (o *ownerSockets) renew() {
+	o.mu.Lock()
+	o.teardown("the NIC port re-attached")
+	o.failed = 0
+	added := o.added
+	o.mu.Unlock()
+	if l := o.dev.MemoryLayout(); added && l != nil {
+		go o.build(l.Generation())
+	}
+}
+
+// renewOwners renews the owners' sockets on ifname. Called with s.mu held.
+func (s *Switch) renewOwners(ifname string) {
+	for _, p := range s.ports {
+		if p == nil {
+			continue
+		}
+		if v, ok := p.drv.(*vhostPort); ok && v.owner != nil && v.owner.own.Ifname == ifname {
+			v.owner.renew()
+		}
+	}
+}
+
+// build registers the current memory range as a UMEM and binds a socket
+// to each owned queue, if gen is still the current table.
+func (o *ownerSockets) build(gen uint64) {
+	sw := o.sw
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || !o.added {
+		return
+	}
+	l := o.dev.MemoryLayout()
+	if l == nil || l.Generation() != gen || o.gen == gen || o.failed == gen {
+		return
+	}
+	nic := sw.nicOn(o.own.Ifname)
+	if nic == nil || nic.bound == nil {
+		slog.Warn("vhost: owned queues have no NIC port to sit in yet; the VM's frames take the copy path",
+			"port", o.name, "own", o.own.String())
+		return
+	}
+	if sw.owners.inFallback(o.name) {
+		// A new table: try again, the NIC port letting go first.
+		sw.owners.setFallback(o.name, false)
+		sw.handOver(o.own.Ifname)
+	}
+	if err := o.bind(l, nic); err != nil {
+		o.teardown("binding failed")
+		o.failed = gen
+		sw.owners.setFallback(o.name, true)
+		sw.handOver(o.own.Ifname)
+		slog.Warn("vhost: the VM's memory cannot back its owned NIC queues; they go back to the NIC port and its frames take the copy path until the next memory table",
+			"port", o.name, "own", o.own.String(), "why", err)
+		return
+	}
+	o.gen = gen
+	slog.Info("vhost: owned NIC queues bound on the VM's memory", "port", o.name, "own", o.own.String(),
+		"generation", gen, "range_bytes", l.Len(), "af_xdp", nic.bound.mode())
+}
+
+// bind is build's work: the UMEM, then one RX-only socket per owned queue,
+// each in its XSKMAP slot and on the NIC port's queue, whose worker
+// receives from it.
+func (o *ownerSockets) bind(l *vhost.MemoryLayout, nic *nicPort) error {
+	if _, area := l.Area(); area < ownerSwitchArea(len(o.own.Queues)) {
+		return fmt.Errorf("switch area of %d bytes, want %d", area, ownerSwitchArea(len(o.own.Queues)))
+	}
+	u, err := registerOwnerUMEM(l.Range(), xsk.UMEMConfig{FrameSize: ownerChunk, Headroom: ownerHeadroom, Unaligned: true})
+	if err != nil {
+		return fmt.Errorf("registering %d bytes of guest memory as a UMEM: %w", l.Len(), err)
+	}
+	o.umem, o.socks, o.nic, o.steer = u, map[int]*xsk.Socket{}, nic, nic.bound.steer
+	cfg := xsk.SocketConfig{Mode: socketMode(nic.spec.Mode), NoTX: true, RXSize: ownerRing, FillSize: ownerRing, Frames: ownerFrames}
+	for _, q := range o.own.Queues {
+		if q >= len(nic.queues) {
+			return fmt.Errorf("queue %d: the NIC port has %d queues", q, len(nic.queues))
+		}
+		s, err := bindQueue(u, nic.bound.ifindex, q, cfg)
+		if err != nil {
+			return fmt.Errorf("queue %d: %w", q, err)
+		}
+		o.socks[q] = s
+		if err := o.steer.SetSocket(uint32(q), s.FD()); err != nil {
+			return fmt.Errorf("queue %d: %w", q, err)
+		}
+		nic.queues[q].attach(s)
+	}
+	return nil
+}
+
+// teardown takes the sockets out of their slots and queues, waits for the
+// NIC's workers to let go of them, and closes them and the UMEM. Called
+// with o.mu held.
+func (o *ownerSockets) teardown(why string) {
+	if o.umem == nil {
+		return
+	}
+	var discarded uint64
+	for q, s := range o.socks {
+		_ = o.steer.RemoveSocket(uint32(q)) // ErrClosed: the NIC's program is gone already
+		if !o.nic.queues[q].detachWait(s, time.Second) {
+			slog.Error("vhost: a NIC worker did not let go of an owned queue's socket in 1 s", "port", o.name, "queue", q)
+			continue
+		}
+		discarded += drainRX(s)
+	}
+	o.nic.events.ownerDiscarded.Add(discarded)
+	if err := o.umem.Close(); err != nil {
+		slog.Warn("vhost: closing the owned queues' UMEM", "port", o.name, "err", err)
+	}
+	slog.Info("vhost: owned NIC queues unbound", "port", o.name, "why", why, "generation", o.gen)
+	o.umem, o.socks, o.nic, o.steer, o.gen = nil, nil, nil, nil, 0
+}
+
+// state is what show ports says of the owned queues' sockets: "bound"
+// (on the VM's memory), "copy" (given back to the NIC port after a
+// refused registration) or "unbound" (no memory table yet, or between
+// two).
+func (o *ownerSockets) state() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.gen != 0:
+		return "bound"
+	case o.sw.owners.inFallback(o.name):
+		return "copy"
+	}
+	return "unbound"
+}
+
+// drainRX empties s's RX ring: frames the kernel delivered that no worker
+// received before the socket closes. They never reached the switch, so
+// they are the kernel side's to count (owner_rx_discarded), like the
+// sockets' own drops, not a drop of the switch's ledger.
+func drainRX(s *xsk.Socket) uint64 {
+	var descs [MaxBurst]xsk.Desc
+	var n uint64
+	for {
+		k := s.Receive(descs[:])
+		if k == 0 {
+			return n
+		}
+		s.Release(descs[:k])
+		n += uint64(k)
+	}
+}
+
+// close tears down for good: the port is being removed.
+func (o *ownerSockets) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	o.teardown("port removed")
+	if o.ruleSet {
+		if err := delMACRule(o.own.Ifname, o.rule); err != nil {
+			slog.Warn("vhost: removing the owner's ntuple rule", "port", o.name, "err", err)
+		}
+		o.ruleSet = false
+	}
+}
+
+// installRule asks the NIC to receive the VM's MAC on its first owned
+// queue (an ethtool ntuple rule, as `ethtool -N IFNAME flow-type ether
+// dst MAC action Q`). Where the NIC cannot, the VM still works: frames
+// that arrive elsewhere take the copy path; the log says how to steer
+// instead (docs/zerocopy.md). One MAC steers to one queue. Called with
+// o.mu held.
+func (o *ownerSockets) installRule() {
+	q := o.own.Queues[0]
+	loc, err := addMACRule(o.own.Ifname, o.mac, q)
+	if err != nil {
+		slog.Warn("vhost: the NIC did not take a rule steering the VM's MAC to its owned queue; its frames arriving on other queues take the copy path",
+			"port", o.name, "own", o.own.String(), "err", err)
+		return
+	}
+	o.rule, o.ruleSet = loc, true
+	slog.Info("vhost: ntuple rule steers the VM's MAC to its owned queue", "port", o.name, "ifname", o.own.Ifname, "queue", q, "location", loc)
+}
+
+// nicOn is the NIC port on ifname, nil if none. Called with s.mu held.
+func (s *Switch) nicOn(ifname string) *nicPort {
+	for _, p := range s.ports {
+		if p == nil {
+			continue
+		}
+		if n, ok := p.drv.(*nicPort); ok && n.spec.Ifname == ifname {
+			return n
+		}
+	}
+	return nil
+}
