@@ -7,32 +7,38 @@ package vswitch
 type Drop uint8
 
 const (
-	DropNoRxBuffers Drop = iota // the guest had no receive buffers posted
-	DropBufferSmall             // the guest's buffers were too small for the frame (no MRG_RXBUF)
-	DropTxFull                  // the NIC's TX ring or frame pool was full
-	DropPortDown                // the output port is not ready (no guest, ring disabled)
-	DropTooLong                 // longer than the output port's MTU
-	DropMalformed               // shorter than an Ethernet header, or a bad virtio-net header
-	DropRingBroken              // the guest broke its ring; the device is marked broken
-	DropHairpin                 // the destination is the port the frame came in on
-	DropNoDest                  // no other port to send it to (a one-port switch, a dangling cross-connect)
-	DropSpoofed                 // its source MAC is not the one configured for the port it came in on
-	DropMemoryFault             // touching guest memory faulted mid-copy (its front-end truncated it); that guest is broken
+	DropNoRxBuffers    Drop = iota // the guest had no receive buffers posted
+	DropBufferSmall                // the guest's buffers were too small for the frame (no MRG_RXBUF)
+	DropTxFull                     // the NIC's TX ring or frame pool was full
+	DropPortDown                   // the output port is not ready (no guest, ring disabled)
+	DropTooLong                    // longer than the output port's MTU
+	DropMalformed                  // shorter than an Ethernet header, or a bad virtio-net header
+	DropRingBroken                 // the guest broke its ring; the device is marked broken
+	DropHairpin                    // the destination is the port the frame came in on
+	DropNoDest                     // no other port to send it to (a one-port switch, a dangling cross-connect)
+	DropSpoofed                    // its source MAC is not the one configured for the port it came in on
+	DropMemoryFault                // touching guest memory faulted mid-copy (its front-end truncated it); that guest is broken
+	DropVLANTagged                 // a tagged frame arrived on an access port (vlan=N alone)
+	DropVLANNotTrunked             // its VLAN is not one the port carries (trunk=)
+	DropVLANUntagged               // an untagged frame arrived on a trunk without a native VLAN
 	NumDrops
 )
 
 var dropNames = [NumDrops]string{
-	DropNoRxBuffers: "no_rx_buffers",
-	DropBufferSmall: "guest_buffer_too_small",
-	DropTxFull:      "tx_full",
-	DropPortDown:    "port_down",
-	DropTooLong:     "too_long",
-	DropMalformed:   "malformed",
-	DropRingBroken:  "ring_broken",
-	DropHairpin:     "hairpin",
-	DropNoDest:      "no_destination",
-	DropSpoofed:     "spoofed_source",
-	DropMemoryFault: "memory_fault",
+	DropNoRxBuffers:    "no_rx_buffers",
+	DropBufferSmall:    "guest_buffer_too_small",
+	DropTxFull:         "tx_full",
+	DropPortDown:       "port_down",
+	DropTooLong:        "too_long",
+	DropMalformed:      "malformed",
+	DropRingBroken:     "ring_broken",
+	DropHairpin:        "hairpin",
+	DropNoDest:         "no_destination",
+	DropSpoofed:        "spoofed_source",
+	DropMemoryFault:    "memory_fault",
+	DropVLANTagged:     "vlan_tagged_on_access",
+	DropVLANNotTrunked: "vlan_not_in_trunk",
+	DropVLANUntagged:   "vlan_untagged_on_trunk",
 }
 
 // String is the reason's name in `show stats` and the metrics.

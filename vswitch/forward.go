@@ -16,7 +16,7 @@ type forwarder struct {
 	id      int
 	fdb     *FDB
 	fb      Burst
-	scratch [ethHeaderLen]byte
+	scratch [ethHeaderLen + vlanTagLen]byte
 	masks   []Mask // per port index: the frames of this burst going there
 	// rc and tc are the ingress and egress tallies; they live here, not on
 	// the stack, because passing a stack variable to an interface method
@@ -34,6 +34,9 @@ type forwarder struct {
 	// taps is the switch's table of running captures (capture.go), nil
 	// while none runs.
 	taps *atomic.Pointer[tapTable]
+	// tv is the burst's VLANs and retagged views (vlantag.go), used only
+	// while some port has VLAN settings.
+	tv tagViews
 }
 
 // forward moves one burst from in to its destinations and returns how many
@@ -58,6 +61,10 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 	var flood Mask
 	peer := int(src.peer.Load()) - 1
 	ownMAC, srcCheck := src.mac, src.srcCheck
+	vlans := snap.vlans
+	if vlans {
+		w.tv.reset()
+	}
 	for i := 0; i < n; i++ {
 		f := &w.fb.f[i]
 		rc.packets++
@@ -79,9 +86,17 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 			masks[peer] |= bit
 			continue
 		}
-		w.fdb.Learn(sk, src.idx)
+		vid := uint16(0)
+		if vlans {
+			var d Drop
+			if vid, d = w.classifyVLAN(f, i, src.vlan); d != accepted {
+				rc.Drop(d)
+				continue
+			}
+		}
+		w.fdb.Learn(FDBKey(vid, sk), src.idx)
 		if dst := MACKey(h[0:6]); dst&groupBit == 0 {
-			if p := w.fdb.Lookup(dst); p >= 0 && p < len(ports) && ports[p] != nil {
+			if p := w.fdb.Lookup(FDBKey(vid, dst)); p >= 0 && p < len(ports) && ports[p] != nil {
 				if p == src.idx {
 					rc.Drop(DropHairpin)
 				} else {
@@ -97,7 +112,9 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		rc.DropN(DropNoDest, masks[peer].Count())
 		masks[peer] = 0
 	}
-	if flood != 0 {
+	if flood != 0 && vlans {
+		w.floodVLAN(rc, flood, src, ports, masks)
+	} else if flood != 0 {
 		copies := 0
 		for p, out := range ports {
 			if out == nil || p == src.idx || out.peer.Load() != 0 {
@@ -136,7 +153,14 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		eg := out.out[w.id%len(out.out)]
 		eg.mu.Lock()
 		w.held = eg // released by recoverFault if the transmit faults
+		var retagged Mask
+		if vlans {
+			retagged = w.tv.retag(&w.fb, m, out.vlan)
+		}
 		eg.q.Transmit(&w.fb, m, &w.tc)
+		if retagged != 0 {
+			w.tv.swap(&w.fb, retagged) // the frames' own views again
+		}
 		w.tc.flushEgress(eg.stats)
 		w.owed -= m.Count()
 		w.held = nil

@@ -69,7 +69,7 @@ func (s *Switch) AddNIC(spec portspec.NIC) error {
 	// guest sending from it cannot have it learned behind itself, which
 	// would make the NIC's program steer the host's unicast into the
 	// switch. (No source check: a NIC forwards a whole network's MACs.)
-	sec := security{mac: drv.bound.hostMAC, maxMACs: orDefault(spec.MaxMACs, DefaultNICMaxMACs)}
+	sec := security{mac: drv.bound.hostMAC, maxMACs: orDefault(spec.MaxMACs, DefaultNICMaxMACs), vlans: spec.VLANs}
 	if _, err := s.addSecuredPort(spec.Name, drv, sec); err != nil {
 		drv.Close()
 		return err

@@ -9,6 +9,9 @@ type snapshot struct {
 	gen   uint64
 	ports []*port      // by port index; nil where a port was deleted
 	polls [][]*ingress // per worker
+	// vlans: some port has VLAN settings, so the forwarder classifies
+	// frames by VLAN (vlan.go); false, it switches everything in VLAN 0.
+	vlans bool
 }
 
 // buildSnapshot spreads every port's receive queues over the workers,
@@ -21,6 +24,7 @@ func buildSnapshot(gen uint64, ports []*port, workers int) *snapshot {
 		if p == nil {
 			continue
 		}
+		s.vlans = s.vlans || p.vlan.spec.IsSet()
 		for _, in := range p.in {
 			s.polls[i%workers] = append(s.polls[i%workers], in)
 			i++

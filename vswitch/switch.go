@@ -149,9 +149,14 @@ func (s *Switch) addSecuredPort(name string, drv PortDriver, sec security) (*por
 	}
 	p := newPort(idx, name, drv)
 	p.mac, p.srcCheck = sec.mac, sec.srcCheck()
+	p.vlan = newPortVLAN(sec.vlans)
 	if sec.mac != 0 {
-		if err := s.fdb.AddStatic(sec.mac, idx); err != nil {
-			return nil, fmt.Errorf("vswitch: port %q: %w", name, err)
+		// In each VLAN the port's frames are in (its VLAN 0 if it has no
+		// settings).
+		for _, vid := range p.vlan.staticVLANs() {
+			if err := s.fdb.AddStatic(FDBKey(vid, sec.mac), idx); err != nil {
+				return nil, fmt.Errorf("vswitch: port %q: %w", name, err)
+			}
 		}
 	}
 	s.fdb.SetLimit(idx, sec.maxMACs)
