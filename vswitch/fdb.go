@@ -18,17 +18,16 @@ import (
 // when something actually changes.
 //
 // A slot is two words, because a key (48 bits of MAC, 12 of VLAN) and a
-// port index do not fit in one: keys[i] holds the key and vals[i] the
-// port. Both carry the slot's generation, bumped each time the slot takes
+// port index do not fit in one: a key word and a value word (the port),
+// side by side with the time the key was last seen, so that a lookup and
+// a learn of a known MAC touch one cache line. Both words carry the slot's generation, bumped each time the slot takes
 // a key, and a reader uses a port only if its generation is the key's: a
 // port written for another key (the slot was reused, or rebuilt, between
 // the reader's two loads) is never taken for this one. The reader then
 // sees a miss and floods that frame, which is harmless.
 type FDB struct {
-	keys []atomic.Uint64 // see key-word encoding below; len is a power of two
-	vals []atomic.Uint32 // port+1, static bit and generation of keys[i]
-	seen []atomic.Uint32 // last time (Clock seconds) the source MAC was seen
-	mask uint64
+	slots []fdbSlot // len is a power of two
+	mask  uint64
 
 	mu    sync.Mutex // writers only
 	used  int        // live entries + tombstones, under mu
@@ -44,17 +43,25 @@ type FDB struct {
 	changed func()
 }
 
+// fdbSlot is one entry of the table.
+type fdbSlot struct {
+	key  atomic.Uint64 // see the key-word encoding below
+	val  atomic.Uint32 // port+1, static bit and generation of key
+	seen atomic.Uint32 // last time (Clock seconds) the source MAC was seen
+}
+
 // Key word: bits 0-47 the MAC, bits 48-59 the VLAN, bits 60-63 the slot's
-// generation (1-15; never 0 in a live entry). 0 is an empty slot, 1 (a
-// generation of 0) a tombstone: a deleted entry that keeps probe chains
-// intact. A key (FDBKey) is the low 60 bits.
+// generation (1-15; never 0 in a live entry). 0 is an empty slot, and
+// keyMask (generation 0) a tombstone: a deleted entry that keeps probe
+// chains intact. A tombstone's key bits, broadcast in VLAN 4095, are never
+// looked up or learned. A key (FDBKey) is the low 60 bits.
 //
 // Value word: bits 0-14 the port index + 1, bit 15 static (configured,
 // never aged), bits 16-19 the generation of the key it belongs to.
 const (
 	entryEmpty     = 0
-	entryTombstone = 1
 	keyMask        = 1<<60 - 1
+	entryTombstone = keyMask
 	genShift       = 60
 	valStatic      = 1 << 15
 	valGenShift    = 16
@@ -100,9 +107,7 @@ func NewFDB(capacity int, clock *Clock) *FDB {
 		n <<= 1
 	}
 	return &FDB{
-		keys:  make([]atomic.Uint64, n),
-		vals:  make([]atomic.Uint32, n),
-		seen:  make([]atomic.Uint32, n),
+		slots: make([]fdbSlot, n),
 		mask:  uint64(n - 1),
 		clock: clock,
 	}
@@ -127,34 +132,42 @@ func hashMAC(k uint64) uint64 {
 	return (k * 0x9E3779B97F4A7C15) >> 20
 }
 
-// slot finds k: it returns the slot index holding k and the slot's value
-// word, or -1.
-func (f *FDB) slot(k uint64) (int, uint32) {
-	i := hashMAC(k) & f.mask
-	for n := uint64(0); n <= f.mask; n++ {
-		e := f.keys[i].Load()
+// slot finds k: it returns the index of the slot whose key word holds k,
+// or -1. The probe ends at an empty slot, and there always is one: put
+// keeps live entries and tombstones to half the table. (Key 0, the zero
+// MAC in VLAN 0, matches an empty slot; value then finds port word 0
+// there, no port. It is never learned or pinned.)
+func (f *FDB) slot(k uint64) int {
+	for i := hashMAC(k) & f.mask; ; i = (i + 1) & f.mask {
+		e := f.slots[i].key.Load()
+		if e&keyMask == k {
+			return int(i)
+		}
 		if e == entryEmpty {
-			return -1, 0
+			return -1
 		}
-		if e&keyMask == k && liveKey(e) {
-			v := f.vals[i].Load()
-			if uint64(v>>valGenShift) != e>>genShift {
-				return -1, 0 // the slot changed under us: a miss
-			}
-			return int(i), v
-		}
-		i = (i + 1) & f.mask
 	}
-	return -1, 0
+}
+
+// value is the value word of slot s, found by slot for k; ok is false if
+// the slot no longer holds k, or holds a value of another generation
+// (changed between the loads: a miss, and the frame floods). The key is
+// loaded again after the value, and fill writes the value first, so a
+// key and value of one generation belong together.
+func (f *FDB) value(s int, k uint64) (v uint32, ok bool) {
+	v = f.slots[s].val.Load()
+	e := f.slots[s].key.Load()
+	return v, e&keyMask == k && v>>valGenShift == uint32(e>>genShift)
 }
 
 // Lookup returns the port key k (FDBKey) was learned on, or NoPort.
 func (f *FDB) Lookup(k uint64) int {
-	s, v := f.slot(k)
-	if s < 0 {
-		return NoPort
+	if s := f.slot(k); s >= 0 {
+		if v, ok := f.value(s, k); ok {
+			return valPort(v)
+		}
 	}
-	return valPort(v)
+	return NoPort
 }
 
 // Learn records that source key k (FDBKey) was seen on port. The common
@@ -165,10 +178,10 @@ func (f *FDB) Learn(k uint64, port int) {
 	if k&(1<<40) != 0 || k&macMask == 0 { // multicast/broadcast bit of the first octet, or 00:00:..
 		return
 	}
-	if s, v := f.slot(k); s >= 0 {
-		if valPort(v) == port || v&valStatic != 0 {
-			if now := f.clock.Now(); f.seen[s].Load() != now {
-				f.seen[s].Store(now)
+	if s := f.slot(k); s >= 0 {
+		if v, ok := f.value(s, k); ok && (valPort(v) == port || v&valStatic != 0) {
+			if now := f.clock.Now(); f.slots[s].seen.Load() != now {
+				f.slots[s].seen.Store(now)
 			}
 			return
 		}
@@ -187,9 +200,9 @@ func (f *FDB) AddStatic(k uint64, port int) error { return f.put(k, port, true) 
 // fill makes slot i hold k -> v with a new generation: the value word
 // first, so that a reader that sees the key finds its value.
 func (f *FDB) fill(i uint64, k uint64, v uint32) {
-	g := f.vals[i].Load()>>valGenShift%15 + 1
-	f.vals[i].Store(v | g<<valGenShift)
-	f.keys[i].Store(k | uint64(g)<<genShift)
+	g := f.slots[i].val.Load()>>valGenShift%15 + 1
+	f.slots[i].val.Store(v | g<<valGenShift)
+	f.slots[i].key.Store(k | uint64(g)<<genShift)
 }
 
 func (f *FDB) put(k uint64, port int, static bool) error {
@@ -203,7 +216,13 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 	// moving in from another port, must fit (checked again here because
 	// two workers may poll queues of one port).
 	l := f.limit(port)
-	if s, old := f.slot(k); s >= 0 {
+	if s := f.slot(k); s >= 0 {
+		old, ok := f.value(s, k)
+		if !ok || f.slots[s].key.Load() == entryEmpty {
+			// Only k 0, matching an empty slot (writers hold mu, so
+			// nothing changes under this one): never an entry.
+			return nil
+		}
 		if old&valStatic != 0 && !static {
 			return nil
 		}
@@ -218,8 +237,8 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 			f.countLearned(port, 1)
 		}
 		// Same key, same generation: only the value changes.
-		f.vals[s].Store(v | old&^(1<<valGenShift-1))
-		f.seen[s].Store(f.clock.Now())
+		f.slots[s].val.Store(v | old&^(1<<valGenShift-1))
+		f.slots[s].seen.Store(f.clock.Now())
 		if valPort(old) != port && f.changed != nil {
 			f.changed()
 		}
@@ -229,18 +248,18 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 		l.refused.Add(1)
 		return ErrPortMACLimit
 	}
-	if f.used+1 > len(f.keys)/2 {
+	if f.used+1 > len(f.slots)/2 {
 		f.full.Add(1)
 		return ErrFDBFull
 	}
 	i := hashMAC(k) & f.mask
 	for {
-		cur := f.keys[i].Load()
+		cur := f.slots[i].key.Load()
 		if cur == entryEmpty || cur == entryTombstone {
 			if cur == entryEmpty {
 				f.used++
 			}
-			f.seen[i].Store(f.clock.Now())
+			f.slots[i].seen.Store(f.clock.Now())
 			f.fill(i, k, v)
 			f.live.Add(1)
 			if !static {
@@ -259,15 +278,15 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 func (f *FDB) Delete(k uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if s, _ := f.slot(k); s >= 0 {
+	if s := f.slot(k); s >= 0 && f.slots[s].key.Load() != entryEmpty {
 		f.removeLocked(s)
 	}
 }
 
 // removeLocked makes slot s a tombstone. Called under mu.
 func (f *FDB) removeLocked(s int) {
-	v := f.vals[s].Load()
-	f.keys[s].Store(entryTombstone)
+	v := f.slots[s].val.Load()
+	f.slots[s].key.Store(entryTombstone)
 	f.live.Add(-1)
 	if v&valStatic == 0 {
 		f.countLearned(valPort(v), -1)
@@ -291,12 +310,12 @@ func (f *FDB) sweep(drop func(key uint64, val uint32, seen uint32) bool) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for i := range f.keys {
-		e := f.keys[i].Load()
+	for i := range f.slots {
+		e := f.slots[i].key.Load()
 		if !liveKey(e) {
 			continue
 		}
-		if drop(e&keyMask, f.vals[i].Load(), f.seen[i].Load()) {
+		if drop(e&keyMask, f.slots[i].val.Load(), f.slots[i].seen.Load()) {
 			f.removeLocked(i)
 			n++
 		}
@@ -305,7 +324,7 @@ func (f *FDB) sweep(drop func(key uint64, val uint32, seen uint32) bool) int {
 	// used slots are dead, rebuild in place. Readers may miss an entry
 	// during the rebuild and flood that frame, which is harmless; the
 	// generations keep them from pairing a key with another's port.
-	if f.used > 0 && int(f.live.Load())*2 < f.used && f.used > len(f.keys)/4 {
+	if f.used > 0 && int(f.live.Load())*2 < f.used && f.used > len(f.slots)/4 {
 		f.rehashLocked()
 	}
 	return n
@@ -318,20 +337,20 @@ func (f *FDB) rehashLocked() {
 		seen uint32
 	}
 	var all []kept
-	for i := range f.keys {
-		e := f.keys[i].Load()
+	for i := range f.slots {
+		e := f.slots[i].key.Load()
 		if liveKey(e) {
-			all = append(all, kept{e & keyMask, f.vals[i].Load() &^ (0xf << valGenShift), f.seen[i].Load()})
+			all = append(all, kept{e & keyMask, f.slots[i].val.Load() &^ (0xf << valGenShift), f.slots[i].seen.Load()})
 		}
-		f.keys[i].Store(entryEmpty)
+		f.slots[i].key.Store(entryEmpty)
 	}
 	f.used = 0
 	for _, k := range all {
 		i := hashMAC(k.k) & f.mask
-		for f.keys[i].Load() != entryEmpty {
+		for f.slots[i].key.Load() != entryEmpty {
 			i = (i + 1) & f.mask
 		}
-		f.seen[i].Store(k.seen)
+		f.slots[i].seen.Store(k.seen)
 		f.fill(i, k.k, k.v)
 		f.used++
 	}
@@ -351,18 +370,18 @@ type Entry struct {
 func (f *FDB) Entries() []Entry {
 	now := f.clock.Now()
 	var out []Entry
-	for i := range f.keys {
-		e := f.keys[i].Load()
+	for i := range f.slots {
+		e := f.slots[i].key.Load()
 		if !liveKey(e) {
 			continue
 		}
-		v := f.vals[i].Load()
+		v := f.slots[i].val.Load()
 		out = append(out, Entry{
 			MAC:    e & macMask,
 			VLAN:   uint16(e >> vlanShift & 0xfff),
 			Port:   valPort(v),
 			Static: v&valStatic != 0,
-			Age:    now - f.seen[i].Load(),
+			Age:    now - f.slots[i].seen.Load(),
 		})
 	}
 	return out

@@ -86,17 +86,19 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 			masks[peer] |= bit
 			continue
 		}
-		vid := uint16(0)
+		// vk is the frame's VLAN in an FDB key (FDBKey): 0 without VLANs.
+		var vk uint64
 		if vlans {
-			var d Drop
-			if vid, d = w.classifyVLAN(f, i, src.vlan); d != accepted {
+			vid, d := w.classifyVLAN(f, i, src.vlan)
+			if d != accepted {
 				rc.Drop(d)
 				continue
 			}
+			vk = FDBKey(vid, 0)
 		}
-		w.fdb.Learn(FDBKey(vid, sk), src.idx)
+		w.fdb.Learn(sk|vk, src.idx)
 		if dst := MACKey(h[0:6]); dst&groupBit == 0 {
-			if p := w.fdb.Lookup(FDBKey(vid, dst)); p >= 0 && p < len(ports) && ports[p] != nil {
+			if p := w.fdb.Lookup(dst | vk); p >= 0 && p < len(ports) && ports[p] != nil {
 				if p == src.idx {
 					rc.Drop(DropHairpin)
 				} else {
