@@ -99,8 +99,9 @@ const MaxQueuePairs = 128
 type Device struct {
 	cfg     Config
 	log     *slog.Logger
-	offered uint64 // virtio features offered
-	proto   uint64 // protocol features offered
+	churn   eventChurn // holds back the lines of a front-end failing in a loop (eventchurn.go)
+	offered uint64     // virtio features offered
+	proto   uint64     // protocol features offered
 	queues  []*Queue
 
 	// mu guards the session state below and the queues' ctl; the serve

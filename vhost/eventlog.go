@@ -17,12 +17,18 @@ func (d *Device) logEvent(e Event) {
 	}
 	switch e.Kind {
 	case EventConnected:
+		if !d.churn.connected(e) {
+			return
+		}
 		if e.session > 1 {
 			d.log.Info("vhost front-end reconnected", "connection", e.session)
 		} else {
 			d.log.Info("vhost front-end connected")
 		}
 	case EventReady:
+		if held := d.churn.ready(d.log); held != nil {
+			d.log.Info("vhost front-end reconnected", "connection", held.session)
+		}
 		inf := d.Info()
 		ring := "split"
 		if inf.Packed {
@@ -36,11 +42,16 @@ func (d *Device) logEvent(e Event) {
 	case EventStopped:
 		d.log.Info("vhost device stopped: queue pair 0 no longer runs")
 	case EventBroken:
-		d.log.Warn("vhost device broken", "err", e.Err)
+		if d.churn.ended(d.log, fmt.Sprint(e.Err)) {
+			d.log.Warn("vhost device broken", "err", e.Err)
+		}
 	case EventGone:
 		if e.Err != nil {
-			d.log.Warn("vhost front-end disconnected", "err", e.Err)
+			if d.churn.ended(d.log, e.Err.Error()) {
+				d.log.Warn("vhost front-end disconnected", "err", e.Err)
+			}
 		} else {
+			d.churn.ended(d.log, "")
 			d.log.Info("vhost front-end disconnected")
 		}
 	case EventRARP:

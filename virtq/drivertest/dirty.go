@@ -1,10 +1,12 @@
 package drivertest
 
 import (
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/virtq"
 )
 
 // Log is a dirty log over a Mem, as a migrating front-end shares it, with
@@ -67,4 +69,38 @@ func (m *Mem) ChangedPages(snap [][]byte) []uint64 {
 		}
 	}
 	return out
+}
+
+// DeviceRound plays one round of a device on r while l logs: it clears l,
+// pops what the driver made available, pushes every chain back as used
+// (its whole writable part), asks for kicks (on or off), and returns the
+// pages the ring changed in m; err names the first of them l did not mark.
+func (l *Log) DeviceRound(m *Mem, r virtq.Ring, kicks bool) ([]uint64, error) {
+	l.Clear()
+	snap := m.Snapshot()
+	var b virtq.Burst
+	n, err := r.Pop(&b, virtq.MaxBurst)
+	if err != nil {
+		return nil, err
+	}
+	used := make([]virtq.Used, n)
+	for i := range used {
+		c := &b.Chains[i]
+		used[i] = virtq.Used{ID: c.ID, Descs: c.Descs, Len: c.WriteLen}
+	}
+	if err := r.Push(used); err != nil {
+		return nil, err
+	}
+	if kicks {
+		r.EnableKicks()
+	} else {
+		r.DisableKicks()
+	}
+	changed := m.ChangedPages(snap)
+	for _, gpa := range changed {
+		if !l.Dirty(gpa) {
+			return changed, fmt.Errorf("page %#x written by the ring, not in the dirty log", gpa)
+		}
+	}
+	return changed, nil
 }
