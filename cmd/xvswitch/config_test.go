@@ -83,7 +83,7 @@ func TestConfigFileSyntax(t *testing.T) {
 		{"workers 2 3\n", ":1: workers 2 3: want a number of poll workers, 1..64"},
 		{"colour blue\n", `:1: unknown setting "colour"`},
 		{"worker 2\n", `:1: unknown setting "worker" (did you mean workers?)`},
-		{"nic\n", ":1: nic needs a value: IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,name=NAME]"},
+		{"nic\n", ":1: nic needs a value: IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,vlan=N][,trunk=N+M+...][,name=NAME]"},
 		{"config /etc/other.conf\n", ":1: config: a config file cannot include another"},
 	} {
 		os.WriteFile(file, []byte(tc.conf), 0o644)
