@@ -20,17 +20,23 @@ import (
 //
 // Begin/End pairs must not overlap or run concurrently: one burst at a time
 // per Queue (several workers may take turns under their own lock, as the
-// switch does for transmit queues).
+// switch does for transmit queues). The one poller of a queue may instead
+// Hold it across bursts and Let it go when it pauses (Hold).
 type Queue struct {
 	dev   *Device
 	index int
 
 	cur atomic.Pointer[snapshot]
-	// lock is a try-lock per burst: 0 free, 1 held by a burst, 2 held by
-	// the control path while it rebinds the queue. A burst never waits
-	// for it; the control path waits at most one burst.
-	lock     atomic.Uint32
-	bound    *snapshot     // the snapshot the net queue is bound to (under lock)
+	// lock is a try-lock per burst: 0 free, 1 held by a burst (or by a
+	// poller across bursts: Hold), 2 held by the control path while it
+	// rebinds the queue. A burst never waits for it; the control path
+	// waits at most one burst, or for a holding poller's next Hold, which
+	// rebinds the queue itself.
+	lock  atomic.Uint32
+	bound *snapshot // the snapshot the net queue is bound to (under lock)
+	// holder is the poller holding lock across bursts (Hold), + 1; 0:
+	// none. Written by the lock's holder only.
+	holder   atomic.Int64
 	boundGen atomic.Uint64 // bound.gen, for the control path to poll
 	gen      uint64        // control-owned: last generation published
 	// The guest memory of the bound snapshot and, while a rebind runs,
@@ -110,6 +116,54 @@ func (q *Queue) Begin() *Active {
 		return nil
 	}
 	return s.act
+}
+
+// Hold is Begin for the poller of a queue, which keeps the queue's lock
+// from one burst to the next instead of taking and releasing it per
+// burst: a poll of a queue it holds is two loads (who holds it, the
+// published snapshot) and a compare, no atomic read-modify-write and no
+// store, on every empty poll too. poller names the caller (a worker
+// number, the same for all its calls); a queue may move from one poller
+// to another, and another's hold is never taken for one's own. It
+// returns nil when the queue is not running or someone else holds it
+// (then the caller holds nothing). What Begin carries, Hold carries the
+// same way: the first Hold after a change rebinds the queue (the
+// memory-table handoff; the control path, waiting in waitRelease, relies
+// on that while the queue is held), a rebind that faults leaves the queue
+// unlocked and bound to nothing running, and Owns names the memory a
+// held burst may touch.
+//
+// A poller must Let go of a queue it holds whenever it may stop calling
+// Hold for a while: before it sleeps (and so before Arm, Disarm and
+// Drain), when it stops polling the queue, when it exits, and after a
+// fault in a burst on it. End is not called after Hold.
+func (q *Queue) Hold(poller int) *Active {
+	me := int64(poller) + 1
+	if q.holder.Load() != me {
+		if !q.lock.CompareAndSwap(0, 1) {
+			return nil
+		}
+		q.holder.Store(me)
+	}
+	s := q.cur.Load()
+	if s != q.bound {
+		q.holder.Store(0) // a rebind that panics unlocks on its way out
+		q.rebindOrAbandon(s)
+		q.holder.Store(me)
+	}
+	if s.act == nil {
+		q.Let(poller) // not running: the control path may want the lock
+		return nil
+	}
+	return s.act
+}
+
+// Let releases the queue if poller holds it (Hold).
+func (q *Queue) Let(poller int) {
+	if q.holder.Load() == int64(poller)+1 {
+		q.holder.Store(0)
+		q.lock.Store(0)
+	}
 }
 
 // End finishes the burst of a non-nil Begin. Complete every TX burst and
@@ -193,6 +247,11 @@ func (q *Queue) Owns(addr uintptr) bool {
 	}
 	return false
 }
+
+// Running reports whether Begin would find the queue running now (a
+// started and enabled ring over a memory table). A hint for choosing
+// among queues: the answer may change at any time, and Begin decides.
+func (q *Queue) Running() bool { return q.cur.Load().act != nil }
 
 // WaitFD is a file descriptor (an epoll instance) that becomes readable
 // when the guest kicks this queue or when the queue's state changes

@@ -66,6 +66,9 @@ func (f *Frame) CopyTo(dst []byte) int {
 type Burst struct {
 	f   [MaxBurst]Frame
 	one [MaxBurst][1][]byte
+	// worker is the id of the worker owning the burst: the poller a
+	// queue that holds state across bursts is held for (vhost.Queue.Hold).
+	worker int
 }
 
 // SetOne makes frame i the single contiguous buffer b.

@@ -18,10 +18,11 @@ var ErrGuestMemoryFault = errors.New("vswitch: fault on guest memory")
 type faultOwner interface {
 	// recoverFault reports whether host address addr lies in the port's
 	// guest memory; if so it breaks the device (err says why) and, if
-	// ingress is one of its queues and has a burst open, ends the burst
-	// the fault interrupted there. It runs on the faulting worker: it may
-	// read, never change, queues other workers poll.
-	recoverFault(addr uintptr, err error, ingress IngressQueue) bool
+	// ingress is one of its queues, ends the burst the fault interrupted
+	// there and lets go of the queue for worker (the faulting one, which
+	// polls ingress: vhost.Queue.Hold). It runs on the faulting worker: it
+	// may read, never change, queues other workers poll.
+	recoverFault(addr uintptr, err error, ingress IngressQueue, worker int) bool
 }
 
 // forwardSafe is forward with the worker's fault handling: the workers run
@@ -83,7 +84,7 @@ func (w *worker) breakFaulting(snap *snapshot, in *ingress, r any, while string)
 		panic(r)
 	}
 	err := fmt.Errorf("%w at %#x (%s): %v", ErrGuestMemoryFault, addr, while, r)
-	culprit := breakOwner(snap, addr, err, in.q)
+	culprit := breakOwner(snap, addr, err, in.q, w.id)
 	slog.Error("worker: memory fault", "worker", w.id, "while", while, "queue of", in.port.name, "guest", culprit, "err", err)
 	if culprit == "" {
 		panic(r)
@@ -93,12 +94,12 @@ func (w *worker) breakFaulting(snap *snapshot, in *ingress, r any, while string)
 
 // breakOwner finds the port whose guest memory holds addr, breaks it and
 // returns its name ("" if no port owns addr).
-func breakOwner(snap *snapshot, addr uintptr, err error, ingress IngressQueue) string {
+func breakOwner(snap *snapshot, addr uintptr, err error, ingress IngressQueue, worker int) string {
 	for _, p := range snap.ports {
 		if p == nil {
 			continue
 		}
-		if o, ok := p.drv.(faultOwner); ok && o.recoverFault(addr, err, ingress) {
+		if o, ok := p.drv.(faultOwner); ok && o.recoverFault(addr, err, ingress, worker) {
 			return p.name
 		}
 	}

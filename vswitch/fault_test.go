@@ -53,7 +53,7 @@ func (g *shrinkingGuest) Receive(fb *Burst, _ *Counts) (int, error) {
 	return 1, nil
 }
 
-func (g *shrinkingGuest) recoverFault(addr uintptr, err error, _ IngressQueue) bool {
+func (g *shrinkingGuest) recoverFault(addr uintptr, err error, _ IngressQueue, _ int) bool {
 	base := uintptr(unsafe.Pointer(&g.mem[0]))
 	if addr < base || addr-base >= uintptr(len(g.mem)) {
 		return false

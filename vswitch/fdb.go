@@ -20,11 +20,14 @@ import (
 // A slot is two words, because a key (48 bits of MAC, 12 of VLAN) and a
 // port index do not fit in one: a key word and a value word (the port),
 // side by side with the time the key was last seen, so that a lookup and
-// a learn of a known MAC touch one cache line. Both words carry the slot's generation, bumped each time the slot takes
-// a key, and a reader uses a port only if its generation is the key's: a
-// port written for another key (the slot was reused, or rebuilt, between
-// the reader's two loads) is never taken for this one. The reader then
-// sees a miss and floods that frame, which is harmless.
+// a learn of a known MAC touch one cache line. Both words carry the
+// slot's generation, bumped each time the slot takes a key, and a reader
+// uses a port only if its generation is the key's: a port written for
+// another key (the slot was reused, or rebuilt, between the reader's two
+// loads) is never taken for this one. The reader then sees a miss and
+// floods that frame, which is harmless. (Only a reader stalled between
+// its two loads while its slot takes 15 other keys could pair a key with
+// another's port.)
 type FDB struct {
 	slots []fdbSlot // len is a power of two
 	mask  uint64
@@ -46,7 +49,7 @@ type FDB struct {
 // fdbSlot is one entry of the table.
 type fdbSlot struct {
 	key  atomic.Uint64 // see the key-word encoding below
-	val  atomic.Uint32 // port+1, static bit and generation of key
+	val  atomic.Uint64 // port+1, static bit and generation of key
 	seen atomic.Uint32 // last time (Clock seconds) the source MAC was seen
 }
 
@@ -57,14 +60,15 @@ type fdbSlot struct {
 // looked up or learned. A key (FDBKey) is the low 60 bits.
 //
 // Value word: bits 0-14 the port index + 1, bit 15 static (configured,
-// never aged), bits 16-19 the generation of the key it belongs to.
+// never aged), bits 60-63 the generation of the key it belongs to (where
+// the key word has it, so one XOR compares them).
 const (
 	entryEmpty     = 0
 	keyMask        = 1<<60 - 1
 	entryTombstone = keyMask
 	genShift       = 60
 	valStatic      = 1 << 15
-	valGenShift    = 16
+	valGenShift    = genShift
 	portMask       = 0x7fff
 	macMask        = 1<<48 - 1
 	vlanShift      = 48
@@ -78,7 +82,7 @@ const (
 func FDBKey(vid uint16, mac uint64) uint64 { return mac | uint64(vid&0xfff)<<vlanShift }
 
 // valPort is the port index a value word holds.
-func valPort(v uint32) int { return int(v&portMask) - 1 }
+func valPort(v uint64) int { return int(v&portMask) - 1 }
 
 // live is whether key word e holds an entry (not empty, not a tombstone).
 func liveKey(e uint64) bool { return e>>genShift != 0 }
@@ -98,6 +102,17 @@ func (c *Clock) Now() uint32 { return c.now.Load() }
 
 // Set sets the clock's seconds.
 func (c *Clock) Set(s uint32) { c.now.Store(s) }
+
+// Advance sets the clock's seconds to s unless it is ahead already: the
+// housekeeper and waking workers both advance it, and it never goes back.
+func (c *Clock) Advance(s uint32) {
+	for {
+		old := c.now.Load()
+		if s <= old || c.now.CompareAndSwap(old, s) {
+			return
+		}
+	}
+}
 
 // NewFDB returns a table for at least capacity MACs, at most 50% full so
 // probe chains stay short.
@@ -132,60 +147,78 @@ func hashMAC(k uint64) uint64 {
 	return (k * 0x9E3779B97F4A7C15) >> 20
 }
 
-// slot finds k: it returns the index of the slot whose key word holds k,
-// or -1. The probe ends at an empty slot, and there always is one: put
-// keeps live entries and tombstones to half the table. (Key 0, the zero
-// MAC in VLAN 0, matches an empty slot; value then finds port word 0
-// there, no port. It is never learned or pinned.)
+// slot finds k: it returns the slot index holding k, or -1.
 func (f *FDB) slot(k uint64) int {
+	s, _ := f.find(k)
+	return s
+}
+
+// find returns the slot whose key word holds k and that word, or -1 and
+// entryEmpty. The probe ends at an empty slot, and there always is one:
+// put keeps live entries and tombstones to half the table. (Key 0, the
+// zero MAC in VLAN 0, matches an empty slot; value then finds no port
+// there. It is never learned or pinned.)
+func (f *FDB) find(k uint64) (int, uint64) {
 	for i := hashMAC(k) & f.mask; ; i = (i + 1) & f.mask {
 		e := f.slots[i].key.Load()
 		if e&keyMask == k {
-			return int(i)
+			return int(i), e
 		}
 		if e == entryEmpty {
-			return -1
+			return -1, entryEmpty
 		}
 	}
 }
 
-// value is the value word of slot s, found by slot for k; ok is false if
-// the slot no longer holds k, or holds a value of another generation
-// (changed between the loads: a miss, and the frame floods). The key is
-// loaded again after the value, and fill writes the value first, so a
-// key and value of one generation belong together.
-func (f *FDB) value(s int, k uint64) (v uint32, ok bool) {
-	v = f.slots[s].val.Load()
-	e := f.slots[s].key.Load()
-	return v, e&keyMask == k && v>>valGenShift == uint32(e>>genShift)
+// value is the value word of slot s, whose key word find read as e, and
+// whether it is e's: a value of another generation means the slot was
+// reused or rebuilt between the two loads, a miss (the frame floods).
+// fill writes the value before the key, so a key and a value of one
+// generation belong together.
+func (f *FDB) value(s int, e uint64) (uint64, bool) {
+	if s < 0 {
+		return 0, false
+	}
+	v := f.slots[s].val.Load()
+	return v, (v^e)>>genShift == 0
 }
 
 // Lookup returns the port key k (FDBKey) was learned on, or NoPort.
 func (f *FDB) Lookup(k uint64) int {
-	if s := f.slot(k); s >= 0 {
-		if v, ok := f.value(s, k); ok {
-			return valPort(v)
-		}
+	if v, ok := f.value(f.find(k)); ok {
+		return valPort(v)
 	}
 	return NoPort
 }
 
 // Learn records that source key k (FDBKey) was seen on port. The common
-// case (k known on that port, seen this second already) is three loads.
-// It does not learn group addresses or the zero MAC, nor a new MAC on a
-// port that holds its limit of them (that is counted, LearnRefused).
+// case (k known on that port, seen this second already) is four loads:
+// the key, its value, the clock and its timestamp. It does not learn
+// group addresses or the zero MAC, nor a new MAC on a port that holds its
+// limit of them (that is counted, LearnRefused).
 func (f *FDB) Learn(k uint64, port int) {
 	if k&(1<<40) != 0 || k&macMask == 0 { // multicast/broadcast bit of the first octet, or 00:00:..
 		return
 	}
-	if s := f.slot(k); s >= 0 {
-		if v, ok := f.value(s, k); ok && (valPort(v) == port || v&valStatic != 0) {
-			if now := f.clock.Now(); f.slots[s].seen.Load() != now {
-				f.slots[s].seen.Store(now)
-			}
-			return
+	s, e := f.find(k)
+	f.learnFound(k, port, s, e)
+}
+
+// learnFound is Learn once find(k) returned slot s and its key word e:
+// the forwarding path calls find itself, where the compiler inlines it.
+func (f *FDB) learnFound(k uint64, port, s int, e uint64) {
+	if v, ok := f.value(s, e); ok && (valPort(v) == port || v&valStatic != 0) {
+		if now := f.clock.Now(); f.slots[s].seen.Load() != now {
+			f.slots[s].seen.Store(now)
 		}
+		return
 	}
+	f.learnNew(k, port)
+}
+
+// learnNew is Learn for a MAC that is new or moved: the slow path, kept
+// out of Learn so that the common case stays small.
+func (f *FDB) learnNew(k uint64, port int) {
 	if l := f.limit(port); l.full() {
 		l.refused.Add(1)
 		return
@@ -199,14 +232,14 @@ func (f *FDB) AddStatic(k uint64, port int) error { return f.put(k, port, true) 
 
 // fill makes slot i hold k -> v with a new generation: the value word
 // first, so that a reader that sees the key finds its value.
-func (f *FDB) fill(i uint64, k uint64, v uint32) {
+func (f *FDB) fill(i uint64, k uint64, v uint64) {
 	g := f.slots[i].val.Load()>>valGenShift%15 + 1
 	f.slots[i].val.Store(v | g<<valGenShift)
 	f.slots[i].key.Store(k | uint64(g)<<genShift)
 }
 
 func (f *FDB) put(k uint64, port int, static bool) error {
-	v := uint32(port + 1)
+	v := uint64(port + 1)
 	if static {
 		v |= valStatic
 	}
@@ -216,9 +249,9 @@ func (f *FDB) put(k uint64, port int, static bool) error {
 	// moving in from another port, must fit (checked again here because
 	// two workers may poll queues of one port).
 	l := f.limit(port)
-	if s := f.slot(k); s >= 0 {
-		old, ok := f.value(s, k)
-		if !ok || f.slots[s].key.Load() == entryEmpty {
+	if s, e := f.find(k); s >= 0 {
+		old, _ := f.value(s, e) // writers hold mu: nothing changes under this one
+		if e == entryEmpty {
 			// Only k 0, matching an empty slot (writers hold mu, so
 			// nothing changes under this one): never an entry.
 			return nil
@@ -296,17 +329,35 @@ func (f *FDB) removeLocked(s int) {
 // FlushPort removes every learned entry of port (the port went away);
 // static entries of the port go too.
 func (f *FDB) FlushPort(port int) int {
-	return f.sweep(func(_ uint64, v uint32, _ uint32) bool { return valPort(v) == port })
+	return f.sweep(func(_ uint64, v uint64, _ uint32) bool { return valPort(v) == port })
 }
 
 // Age removes learned entries not seen for maxAge seconds and returns how
 // many it removed.
 func (f *FDB) Age(maxAge uint32) int {
 	now := f.clock.Now()
-	return f.sweep(func(_ uint64, v uint32, seen uint32) bool { return v&valStatic == 0 && now-seen >= maxAge })
+	return f.sweep(func(_ uint64, v uint64, seen uint32) bool { return v&valStatic == 0 && now-seen >= maxAge })
 }
 
-func (f *FDB) sweep(drop func(key uint64, val uint32, seen uint32) bool) int {
+// NextExpiry is the Clock second at which the first learned entry ages
+// out after maxAge seconds, and false if no learned entry exists: the
+// housekeeper sleeps until then when nothing else needs the clock.
+func (f *FDB) NextExpiry(maxAge uint32) (uint32, bool) {
+	var next uint32
+	found := false
+	for i := range f.slots {
+		sl := &f.slots[i]
+		if !liveKey(sl.key.Load()) || sl.val.Load()&valStatic != 0 {
+			continue
+		}
+		if at := sl.seen.Load() + maxAge; !found || at < next {
+			next, found = at, true
+		}
+	}
+	return next, found
+}
+
+func (f *FDB) sweep(drop func(key uint64, val uint64, seen uint32) bool) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -333,7 +384,7 @@ func (f *FDB) sweep(drop func(key uint64, val uint32, seen uint32) bool) int {
 func (f *FDB) rehashLocked() {
 	type kept struct {
 		k    uint64
-		v    uint32
+		v    uint64
 		seen uint32
 	}
 	var all []kept

@@ -11,7 +11,8 @@ const ethHeaderLen = 14
 // forwarder is a worker's per-burst state: the burst it receives into and
 // one destination mask per port. It is owned by one worker; nothing in it
 // is shared, so forwarding a burst takes no lock except each output
-// queue's, once per burst.
+// queue's, once per burst, and not even that while it is the only worker
+// with queues to poll (egress.go).
 type forwarder struct {
 	id      int
 	fdb     *FDB
@@ -61,6 +62,7 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 	var flood Mask
 	peer := int(src.peer.Load()) - 1
 	ownMAC, srcCheck := src.mac, src.srcCheck
+	lastSrc, lastDst, last := noMAC, noMAC, destFlood
 	vlans := snap.vlans
 	if vlans {
 		w.tv.reset()
@@ -86,7 +88,9 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 			masks[peer] |= bit
 			continue
 		}
-		// vk is the frame's VLAN in an FDB key (FDBKey): 0 without VLANs.
+		// vk is the frame's VLAN in an FDB key (FDBKey), 0 without VLANs.
+		// The keys carry it, so the memory of the previous frame below
+		// is of its VLAN too.
 		var vk uint64
 		if vlans {
 			vid, d := w.classifyVLAN(f, i, src.vlan)
@@ -96,18 +100,21 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 			}
 			vk = FDBKey(vid, 0)
 		}
-		w.fdb.Learn(sk|vk, src.idx)
-		if dst := MACKey(h[0:6]); dst&groupBit == 0 {
-			if p := w.fdb.Lookup(dst | vk); p >= 0 && p < len(ports) && ports[p] != nil {
-				if p == src.idx {
-					rc.Drop(DropHairpin)
-				} else {
-					masks[p] |= bit
-				}
-				continue
-			}
+		sk |= vk
+		// A burst is mostly one flow: a frame with the previous one's
+		// MACs goes where it went, without the FDB (bridge.go).
+		if dk := MACKey(h[0:6]) | vk; sk != lastSrc || dk != lastDst {
+			lastSrc, lastDst = sk, dk
+			last = w.bridgeDest(sk, dk, src.idx, ports)
 		}
-		flood |= bit
+		switch {
+		case last >= 0:
+			masks[last] |= bit
+		case last == destFlood:
+			flood |= bit
+		default:
+			rc.Drop(DropHairpin)
+		}
 	}
 	if peer >= 0 && (peer >= len(ports) || ports[peer] == nil) {
 		// The partner was deleted: nothing can take these frames.
@@ -152,21 +159,14 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 			w.owed -= m.Count()
 			continue
 		}
-		eg := out.out[w.id%len(out.out)]
-		eg.mu.Lock()
-		w.held = eg // released by recoverFault if the transmit faults
 		var retagged Mask
 		if vlans {
 			retagged = w.tv.retag(&w.fb, m, out.vlan)
 		}
-		eg.q.Transmit(&w.fb, m, &w.tc)
+		w.transmit(snap, out, m) // egress.go
 		if retagged != 0 {
 			w.tv.swap(&w.fb, retagged) // the frames' own views again
 		}
-		w.tc.flushEgress(eg.stats)
-		w.owed -= m.Count()
-		w.held = nil
-		eg.mu.Unlock()
 	}
 	rerr := in.q.Release(&w.fb)
 	w.inFlight = 0

@@ -157,11 +157,13 @@ func TestIdleWorkerSleepsAndWakes(t *testing.T) {
 	s.addPort("b", b, 0)
 	waitFor(t, "worker to sleep", func() bool { return s.workers[0].sleeps.Load() > 0 })
 	for i := 0; i < 3; i++ {
+		// Let it settle into epoll (it stays there: no timeout), then
+		// wake it with traffic; it goes back to sleep after.
+		waitFor(t, "worker asleep", func() bool { return s.workers[0].asleepAt.Load() != 0 })
 		before := s.workers[0].sleeps.Load()
-		// Let it settle into epoll, then wake it with traffic.
-		waitFor(t, "worker to sleep again", func() bool { return s.workers[0].sleeps.Load() > before })
 		a.put(ethFrame(bcast, 0x0200_0000_0001, "wake"))
 		waitFor(t, "delivery after sleep", func() bool { return len(b.frames()) == i+1 })
+		waitFor(t, "worker to sleep again", func() bool { return s.workers[0].sleeps.Load() > before })
 	}
 	balance(t, s)
 }

@@ -182,8 +182,7 @@ func TestVhostKickFDBlocking(t *testing.T) {
 	waitFor(t, "bad ready", func() bool { return portState(s, "bad") == "ready" })
 	// Let the worker fall asleep, then wake it through bad's TX queue's
 	// state change (disabled, enabled again) with nothing kicked.
-	sleeps := s.workers[0].sleeps.Load()
-	waitFor(t, "the worker asleep", func() bool { return s.workers[0].sleeps.Load() > sleeps })
+	sleeping(t, s)
 	bad.fe.MustAck(vhosttest.ReqSetVringEnable, vhosttest.VringState(1, 0))
 	bad.fe.MustAck(vhosttest.ReqSetVringEnable, vhosttest.VringState(1, 1))
 	time.Sleep(20 * time.Millisecond)

@@ -16,6 +16,8 @@ type port struct {
 	stats []QueueStats // per queue index; ingress and egress of queue i share stats[i]
 	in    []*ingress
 	out   []*egress
+	// outBy is each worker's share of out (egress.go), by worker id.
+	outBy [][]*egress
 	// peer is the cross-connect partner's index + 1 (0: the port is on
 	// the learning bridge).
 	peer atomic.Int32

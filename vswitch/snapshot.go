@@ -9,9 +9,36 @@ type snapshot struct {
 	gen   uint64
 	ports []*port      // by port index; nil where a port was deleted
 	polls [][]*ingress // per worker
+	// solo is the one worker that may transmit, if every other polls
+	// nothing (-1: several may): it alone takes no egress lock
+	// (egress.go). With one worker it is always 0.
+	solo int
 	// vlans: some port has VLAN settings, so the forwarder classifies
 	// frames by VLAN (vlan.go); false, it switches everything in VLAN 0.
 	vlans bool
+}
+
+// soloWorker is the worker that alone polls anything (or 0 when none
+// does: then nobody transmits), or -1 when several do.
+func soloWorker(polls [][]*ingress) int {
+	solo := -1
+	for w, ps := range polls {
+		if len(ps) == 0 {
+			continue
+		}
+		if solo >= 0 {
+			return -1
+		}
+		solo = w
+	}
+	return max(solo, 0)
+}
+
+// withSolo is a copy of s with another generation and solo worker.
+func (s *snapshot) withSolo(gen uint64, solo int) *snapshot {
+	c := *s
+	c.gen, c.solo = gen, solo
+	return &c
 }
 
 // buildSnapshot spreads every port's receive queues over the workers,
@@ -30,5 +57,6 @@ func buildSnapshot(gen uint64, ports []*port, workers int) *snapshot {
 			i++
 		}
 	}
+	s.solo = soloWorker(s.polls)
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,8 +38,10 @@ type Switch struct {
 	start   time.Time
 	// fdbChanged wakes the housekeeper when a MAC was learned or moved.
 	fdbChanged chan struct{}
-	caps       captures    // running captures (capture.go)
-	owners     queueOwners // NIC queues owned by VMs (owned.go)
+	// awake tells the housekeeper that a worker woke (workerAwake).
+	awake  chan struct{}
+	caps   captures    // running captures (capture.go)
+	owners queueOwners // NIC queues owned by VMs (owned.go)
 }
 
 // New makes a switch with no ports; Run starts it.
@@ -49,7 +52,7 @@ func New(cfg Config) (*Switch, error) {
 	if cfg.IdleAfter == 0 {
 		cfg.IdleAfter = DefaultIdleAfter
 	}
-	s := &Switch{cfg: cfg, byName: map[string]*port{}, start: time.Now(), fdbChanged: make(chan struct{}, 1)}
+	s := &Switch{cfg: cfg, byName: map[string]*port{}, start: time.Now(), fdbChanged: make(chan struct{}, 1), awake: make(chan struct{}, 1)}
 	s.fdb = NewFDB(portspec.FDBSize, &s.clock)
 	s.fdb.changed = func() {
 		select {
@@ -73,8 +76,15 @@ func New(cfg Config) (*Switch, error) {
 	return s, nil
 }
 
-// startWorkers runs the poll workers.
+// startWorkers runs the poll workers, with GOMAXPROCS at least one more
+// than their number: each busy worker holds a P on its locked thread, and
+// with none left the control path and a session's Notifier thread wait
+// for the scheduler to preempt one (~10 ms; docs/architecture.md).
 func (s *Switch) startWorkers() {
+	if n := len(s.workers) + 1; runtime.GOMAXPROCS(0) < n {
+		slog.Info("switch: raising GOMAXPROCS so the workers leave a P to the rest", "from", runtime.GOMAXPROCS(0), "to", n)
+		runtime.GOMAXPROCS(n)
+	}
 	for _, w := range s.workers {
 		w.running.Store(true)
 		w.startedNs.Store(int64(time.Since(s.start)))
@@ -97,9 +107,35 @@ func (s *Switch) stopWorkers() {
 
 // publish installs a new snapshot of s.ports and waits until every running
 // worker forwards with it. Called with s.mu held.
+//
+// A solo worker transmits without egress locks (egress.go), so no other
+// worker may transmit while it still forwards with a snapshot that made
+// it solo, and it may not start lock-free while another still forwards
+// with an older snapshot. Workers forward with at most two snapshots at
+// a time (this one and the last), so when the solo worker changes, the
+// old port table is first published again with none solo, then the new
+// one with none solo, each awaited, and only then the new one as it is.
 func (s *Switch) publish() {
+	old := s.snap.Load()
+	snap := buildSnapshot(0, append([]*port(nil), s.ports...), len(s.workers))
+	if old.solo != snap.solo {
+		if old.solo >= 0 {
+			s.gen++
+			s.install(old.withSolo(s.gen, -1))
+		}
+		if snap.solo >= 0 {
+			s.gen++
+			s.install(snap.withSolo(s.gen, -1))
+		}
+	}
 	s.gen++
-	snap := buildSnapshot(s.gen, append([]*port(nil), s.ports...), len(s.workers))
+	snap.gen = s.gen
+	s.install(snap)
+}
+
+// install makes snap what the workers forward with and waits until every
+// running worker does. Called with s.mu held.
+func (s *Switch) install(snap *snapshot) {
 	s.snap.Store(snap)
 	for _, w := range s.workers {
 		w.wake()
@@ -148,6 +184,7 @@ func (s *Switch) addSecuredPort(name string, drv PortDriver, sec security) (*por
 		return nil, fmt.Errorf("%w (max %d)", ErrTooManyPorts, MaxPorts)
 	}
 	p := newPort(idx, name, drv)
+	p.spread(len(s.workers))
 	p.mac, p.srcCheck = sec.mac, sec.srcCheck()
 	p.vlan = newPortVLAN(sec.vlans)
 	if sec.mac != 0 {
@@ -225,10 +262,16 @@ func (s *Switch) syncMACs() {
 }
 
 // housekeep advances the FDB clock, ages entries and keeps the NICs' MAC
-// maps in step with the FDB, until ctx ends.
+// maps in step with the FDB, until ctx ends. It wakes only when something
+// needs it: once a second while a worker is awake (forwarding learns with
+// the clock's timestamps), when the first learned MAC is due to age out,
+// and when a MAC was learned or moved. An idle switch, its workers asleep,
+// sleeps here too; a worker that wakes advances the clock itself and
+// tells the housekeeper (workerAwake).
 func (s *Switch) housekeep(ctx context.Context) {
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTimer(0)
 	defer t.Stop()
+	armed := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -237,12 +280,59 @@ func (s *Switch) housekeep(ctx context.Context) {
 			s.mu.Lock()
 			s.syncMACs()
 			s.mu.Unlock()
-		case now := <-t.C:
-			s.clock.Set(uint32(now.Sub(s.start) / time.Second))
-			s.fdb.Age(uint32(s.cfg.FDBAge / time.Second))
-			s.mu.Lock()
-			s.syncMACs()
-			s.mu.Unlock()
+			// A new MAC ages out some day: the timer must be set.
+		case <-s.awake:
+			if armed {
+				continue
+			}
+		case <-t.C:
+			armed = false
+			s.clock.Advance(s.seconds())
+			if s.fdb.Age(uint32(s.cfg.FDBAge/time.Second)) > 0 {
+				s.mu.Lock()
+				s.syncMACs()
+				s.mu.Unlock()
+			}
 		}
+		// Since Go 1.23 (go.mod) Stop and Reset leave no stale tick in t.C.
+		t.Stop()
+		d, ok := s.nextHousekeeping()
+		armed = ok
+		if ok {
+			t.Reset(d)
+		}
+	}
+}
+
+// seconds is the FDB clock's time now: seconds since the switch started.
+func (s *Switch) seconds() uint32 { return uint32(time.Since(s.start) / time.Second) }
+
+// nextHousekeeping is how long the housekeeper may sleep: until the next
+// second while a worker is awake, else until the first learned MAC ages
+// out; false: until something happens.
+func (s *Switch) nextHousekeeping() (time.Duration, bool) {
+	now := time.Since(s.start)
+	untilSecond := time.Second - now%time.Second
+	for _, w := range s.workers {
+		if w.running.Load() && w.asleepAt.Load() == 0 {
+			return untilSecond, true
+		}
+	}
+	at, ok := s.fdb.NextExpiry(uint32(s.cfg.FDBAge / time.Second))
+	if !ok {
+		return 0, false
+	}
+	if d := time.Duration(at)*time.Second - now; d > untilSecond {
+		return d, true
+	}
+	return untilSecond, true
+}
+
+// workerAwake tells the housekeeper that a worker stopped sleeping: the
+// clock must move again. It never blocks.
+func (s *Switch) workerAwake() {
+	select {
+	case s.awake <- struct{}{}:
+	default:
 	}
 }

@@ -183,7 +183,7 @@ func (p *vhostPort) Close() error {
 // Receive takes a burst of the guest's transmitted frames. They stay in
 // the guest's buffers until Release (after every destination copied them).
 func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
-	a := r.q.Begin()
+	a := r.q.Hold(b.worker) // kept from burst to burst: see letGo
 	if a == nil {
 		return 0, nil
 	}
@@ -203,7 +203,6 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 	if n == 0 {
 		_ = a.Tx.Complete()
 		r.act = nil
-		r.q.End()
 		return 0, nil
 	}
 	for i := 0; i < n; i++ {
@@ -221,15 +220,22 @@ func (r *vhostFromGuest) Release(*Burst) error {
 		a.Break(err)
 	}
 	// Cleared only now: if Complete faults on guest memory, recoverFault
-	// still sees the open burst and ends it.
+	// still sees the open burst and lets go of the queue.
 	r.act = nil
-	r.q.End()
 	return nil
 }
+
+// letGo releases the guest's TX queue, which Receive holds from one burst
+// to the next for its worker (vhost.Queue.Hold): the worker calls it
+// before it sleeps and when it stops polling the queue (holder, worker.go).
+func (r *vhostFromGuest) letGo(worker int) { r.q.Let(worker) }
 
 func (r *vhostFromGuest) Waker() Waker {
 	return Waker{FD: r.q.WaitFD(), Arm: r.q.Arm, Disarm: r.q.Disarm, Drain: r.q.Drain}
 }
+
+// running: see liveEgress. A guest enables only the queue pairs it uses.
+func (t *vhostToGuest) running() bool { return t.q.Running() }
 
 // Transmit copies the selected frames into the guest's receive buffers.
 func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
@@ -261,7 +267,7 @@ func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
 // a new memory table), which vhost has already undone. A receive burst
 // the fault interrupted is ended without completing its chains (the device
 // is broken; the next front-end rebuilds its rings).
-func (p *vhostPort) recoverFault(addr uintptr, err error, ingress IngressQueue) bool {
+func (p *vhostPort) recoverFault(addr uintptr, err error, ingress IngressQueue, worker int) bool {
 	mine := false
 	for _, r := range p.fromGuest {
 		mine = mine || r.q.Owns(addr)
@@ -274,9 +280,10 @@ func (p *vhostPort) recoverFault(addr uintptr, err error, ingress IngressQueue) 
 	}
 	p.dev.Break(err)
 	for _, r := range p.fromGuest {
-		if IngressQueue(r) == ingress && r.act != nil {
+		if IngressQueue(r) == ingress {
+			// The faulting worker polls it: it lets go of it.
 			r.act = nil
-			r.q.End()
+			r.q.Let(worker)
 		}
 	}
 	return true

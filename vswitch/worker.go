@@ -52,7 +52,9 @@ func newWorker(sw *Switch, id, cpu int, idleAfter time.Duration) (*worker, error
 	if err != nil {
 		return nil, err
 	}
-	return &worker{forwarder: forwarder{id: id, fdb: sw.fdb}, sw: sw, cpu: cpu, idleAfter: idleAfter, wakeFD: fd, epfd: -1}, nil
+	w := &worker{forwarder: forwarder{id: id, fdb: sw.fdb}, sw: sw, cpu: cpu, idleAfter: idleAfter, wakeFD: fd, epfd: -1}
+	w.fb.worker = id
+	return w, nil
 }
 
 // wake interrupts the worker's epoll sleep.
@@ -71,8 +73,17 @@ func (w *worker) close() {
 func (w *worker) run(done func()) {
 	defer done()
 	defer w.running.Store(false)
+	// The worker's thread is its own while it runs. A pinned one is never
+	// unlocked: a goroutine that ends locked takes its thread with it, so
+	// a thread pinned to the worker's CPU does not go back to the
+	// runtime's pool, where any goroutine could run on it there.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	pinned := false
+	defer func() {
+		if !pinned {
+			runtime.UnlockOSThread()
+		}
+	}()
 	// A fault on guest memory (a front-end truncated the file behind it)
 	// becomes a panic that forwardSafe recovers, instead of killing the
 	// process: see fault.go.
@@ -82,13 +93,25 @@ func (w *worker) run(done func()) {
 		set.Set(w.cpu)
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
 			slog.Warn("worker: cannot pin to CPU", "worker", w.id, "cpu", w.cpu, "err", err)
+		} else {
+			pinned = true
 		}
 	}
 	var snap *snapshot
 	var idleSince time.Time
 	empties := 0
+	defer func() {
+		if snap != nil {
+			w.letGo(snap.polls[w.id])
+		}
+	}()
 	for !w.stop.Load() {
 		if s := w.sw.snap.Load(); s != snap {
+			if snap != nil {
+				// A queue it polls no more may be another worker's now,
+				// or its port is being closed.
+				w.letGo(snap.polls[w.id])
+			}
 			snap = s
 			w.watch(snap.polls[w.id])
 			w.seen.Store(snap.gen)
@@ -121,6 +144,22 @@ func (w *worker) pollOnce(snap *snapshot) int {
 		work += n
 	}
 	return work
+}
+
+// holder is an ingress queue that keeps something from one burst to the
+// next for its poller (a vhost ring's lock: vhost.Queue.Hold), which
+// others (the control path) wait for while the worker sleeps or after
+// it stopped polling the queue. letGo releases it; the next Receive takes
+// it again. It touches no guest memory.
+type holder interface{ letGo(worker int) }
+
+// letGo releases what the worker's queues hold across bursts.
+func (w *worker) letGo(polls []*ingress) {
+	for _, in := range polls {
+		if h, ok := in.q.(holder); ok {
+			h.letGo(w.id)
+		}
+	}
 }
 
 // watch rebuilds the epoll set for the worker's queues.
@@ -160,10 +199,14 @@ func (w *worker) sleep(snap *snapshot) {
 	if !w.canSleep {
 		return
 	}
+	// Arming, disarming and draining take a vhost ring as a burst does:
+	// the worker holds none of them then (holder).
+	w.letGo(snap.polls[w.id])
 	for _, wk := range w.wakers {
 		w.touchSafe(snap, wk.in, wk.Arm, "arming")
 	}
 	defer func() {
+		w.letGo(snap.polls[w.id])
 		for _, wk := range w.wakers {
 			w.touchSafe(snap, wk.in, wk.Disarm, "disarming")
 		}
@@ -171,14 +214,27 @@ func (w *worker) sleep(snap *snapshot) {
 	if w.pollOnce(snap) > 0 || w.stop.Load() || w.sw.snap.Load() != snap {
 		return
 	}
+	// That poll took the vhost rings again: a sleeping worker holds
+	// nothing the control path may wait for.
+	w.letGo(snap.polls[w.id])
 	w.sleeps.Add(1)
 	var evs [16]unix.EpollEvent
 	asleep := int64(time.Since(w.sw.start))
 	w.asleepAt.Store(asleep)
-	// The timeout only bounds how stale a missed wake-up can get.
-	n, err := unix.EpollWait(w.epfd, evs[:], 1000)
-	w.idleNs.Add(int64(time.Since(w.sw.start)) - asleep)
+	// No timeout: whatever a sleeping worker must see wakes it. Frames
+	// and kicks through its queues' fds; a port added or deleted through
+	// wakeFD (publish); a vhost ring started, stopped or rebuilt through
+	// the queue's own wake eventfd, which sits in its WaitFD (vhost
+	// Queue.publish); an AF_XDP socket replaced through the NIC queue's
+	// epoll set (nicQueue.attach). wake_test.go and idlefault_test.go
+	// check that each reaches a sleeping worker at once.
+	n, err := unix.EpollWait(w.epfd, evs[:], -1)
+	awake := time.Since(w.sw.start)
+	w.idleNs.Add(int64(awake) - asleep)
 	w.asleepAt.Store(0)
+	// The FDB clock stood still while everyone slept (housekeep).
+	w.sw.clock.Advance(uint32(awake / time.Second))
+	w.sw.workerAwake()
 	if err != nil {
 		return
 	}

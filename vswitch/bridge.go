@@ -1,0 +1,51 @@
+package vswitch
+
+// The learning bridge's decision for one frame, and what lets most frames
+// skip it. A burst from one queue is mostly one flow (a guest's TX ring, a
+// NIC queue that RSS fed one connection), so forward remembers the MACs of
+// the previous frame of the burst and where it went, and a frame with the
+// same two MACs goes there too without touching the FDB: the source was
+// learned (and its timestamp refreshed) by that previous frame, and the
+// destination was looked up for it.
+//
+// The memory lives for one burst only. Nothing the bridge's answer
+// depends on may change under a burst without that being a race the
+// lock-free FDB already has (a frame classified just before a MAC moved
+// goes to its old port): the port table is the burst's snapshot, and an
+// FDB change (a MAC learned, moved, aged out, flushed with its port)
+// reaches the next burst, which starts with nothing remembered. So no
+// invalidation is needed beyond the burst's start, and a frame never
+// waits longer for a change than one burst.
+
+// Where the bridge sends a frame, besides a port index (>= 0).
+const (
+	destFlood   = -1 // unknown unicast or a group address: every other bridge port
+	destHairpin = -2 // the destination lives behind the ingress port: dropped
+)
+
+// noMAC is a key no MAC has (MACKey sets only the low 48 bits): nothing
+// is remembered at a burst's start.
+const noMAC = uint64(1) << 63
+
+// bridgeDest learns source sk on port in and returns where a frame from
+// sk to destination dk (FDB keys, FDBKey: MACs in the frame's VLAN) goes: a port index, destFlood or destHairpin.
+func (w *forwarder) bridgeDest(sk, dk uint64, in int, ports []*port) int {
+	f := w.fdb
+	// Learn and Lookup, with the table's probes inlined here.
+	if sk&groupBit == 0 && sk&macMask != 0 {
+		s, e := f.find(sk)
+		f.learnFound(sk, in, s, e)
+	}
+	if dk&groupBit != 0 {
+		return destFlood
+	}
+	v, _ := f.value(f.find(dk)) // 0 when unknown or changed: port -1
+	p := valPort(v)
+	switch {
+	case p < 0 || p >= len(ports) || ports[p] == nil:
+		return destFlood
+	case p == in:
+		return destHairpin
+	}
+	return p
+}
