@@ -206,8 +206,9 @@ func (p *nicPort) Close() error {
 	return err
 }
 
-// setMACs makes the XDP MAC map hold exactly macs (nothing while the
-// interface is gone: the next program starts empty and gets them all).
+// setMACs makes the XDP MAC map hold exactly macs, FDB keys (FDBKey: a
+// MAC in a VLAN); nothing while the interface is gone: the next program
+// starts empty and gets them all.
 func (p *nicPort) setMACs(macs []uint64) error {
 	p.macMu.Lock()
 	defer p.macMu.Unlock()
@@ -222,7 +223,7 @@ func (p *nicPort) setMACs(macs []uint64) error {
 	var first error
 	for m := range want {
 		if !p.macs[m] {
-			if err := steer.AddMAC(macBytes(m), 0); err != nil {
+			if err := steer.AddVLANMAC(macBytes(m), uint16(m>>vlanShift), 0); err != nil {
 				first = err
 				continue
 			}
@@ -231,7 +232,7 @@ func (p *nicPort) setMACs(macs []uint64) error {
 	}
 	for m := range p.macs {
 		if !want[m] {
-			if err := steer.RemoveMAC(macBytes(m)); err != nil && first == nil {
+			if err := steer.RemoveVLANMAC(macBytes(m), uint16(m>>vlanShift)); err != nil && first == nil {
 				first = err
 			}
 			delete(p.macs, m)

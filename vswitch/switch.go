@@ -249,10 +249,12 @@ func (s *Switch) syncMACs() {
 		if !ok {
 			continue
 		}
+		// FDB keys (FDBKey): the program steers each MAC in its VLAN,
+		// and only in the VLANs the NIC carries.
 		var macs []uint64
 		for _, e := range s.fdb.Entries() {
-			if e.Port != p.idx {
-				macs = append(macs, e.MAC)
+			if e.Port != p.idx && p.vlan.carries(e.VLAN) {
+				macs = append(macs, FDBKey(e.VLAN, e.MAC))
 			}
 		}
 		if err := st.setMACs(macs); err != nil {

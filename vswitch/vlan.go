@@ -1,6 +1,9 @@
 package vswitch
 
-import "github.com/xvswitch/xvswitch/portspec"
+import (
+	"github.com/xvswitch/xvswitch/bpf"
+	"github.com/xvswitch/xvswitch/portspec"
+)
 
 // VLANs (docs/vlans.md): a port's 802.1Q settings, as the forwarder reads
 // them. Inside the switch every frame is in one VLAN (the FDB's keys,
@@ -58,6 +61,15 @@ func newPortVLAN(v portspec.VLANs) *portVLAN {
 		}
 	}
 	return p
+}
+
+// nativeVLAN is the VLAN of a NIC's untagged frames for its XDP
+// program's MAC lookups (bpf.Policy.NativeVLAN): as newPortVLAN has it.
+func nativeVLAN(v portspec.VLANs) uint16 {
+	if n := newPortVLAN(v).native; n != noNative {
+		return uint16(n)
+	}
+	return bpf.NoVLAN
 }
 
 func (p *portVLAN) add(id uint16) { p.members[id>>6] |= 1 << (id & 63) }
