@@ -10,13 +10,16 @@ import (
 
 func TestParseRunFlagsAndFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "xvs.conf")
-	os.WriteFile(file, []byte("# demo\nnic veth0,queues=2\nvhost /run/vm1.sock,mac=52:54:00:00:00:01\nworkers 2\n"), 0o644)
+	os.WriteFile(file, []byte("# demo\nnic veth0,queues=2,trunk=10+20\nvhost /run/vm1.sock,mac=52:54:00:00:00:01,vlan=10\nworkers 2\n"), 0o644)
 	cfg, err := parseRun([]string{"--config", file, "--vhost", "/run/vm2.sock,client", "--xconnect", "veth0=vm2", "--workers", "3", "--cpus", "0-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.NICs) != 1 || cfg.NICs[0].Queues != 2 || len(cfg.Vhosts) != 2 || cfg.Vhosts[1].Name != "vm2" || !cfg.Vhosts[1].Client {
 		t.Fatalf("ports: %+v", cfg)
+	}
+	if cfg.Vhosts[0].Tag != 10 || len(cfg.NICs[0].Trunks) != 2 || cfg.NICs[0].Trunks[1] != 20 {
+		t.Fatalf("VLAN settings from the file: %+v", cfg)
 	}
 	if cfg.Workers != 3 || len(cfg.CPUs) != 2 || len(cfg.XConnects) != 1 {
 		t.Fatalf("flags did not override the file: %+v", cfg)
