@@ -143,16 +143,18 @@ func TestNICVLANTrunk(t *testing.T) {
 	})
 	// The other way: each guest's frames leave tagged with its VLAN.
 	w.recv(50 * time.Millisecond) // what the wire had meanwhile
+	// A full-size frame (MTU 1500) still fits on the wire with its tag.
 	u10 := g10.frameTo(far, 1)
+	full := ethFrame(far, m10, strings.Repeat("f", 1500))
 	bc20 := g20.frameTo(bcast, 2)
-	g10.fe.Send(0, u10)
+	g10.fe.Send(0, u10, full)
 	g20.fe.Send(0, bc20)
 	var onWire [][]byte
 	waitFor(t, "the guests' frames on the wire", func() bool {
 		onWire = append(onWire, w.recv(20*time.Millisecond)...)
-		return len(onWire) >= 2
+		return len(onWire) >= 3
 	})
-	wantSet(t, "the wire", onWire, tagged(10, u10), tagged(20, bc20))
+	wantSet(t, "the wire", onWire, tagged(10, u10), tagged(10, full), tagged(20, bc20))
 	if extra := g10.fe.Receive(0); len(extra) != 0 {
 		t.Errorf("g10 got %d more frames", len(extra))
 	}
