@@ -12,6 +12,11 @@ type QueueCounters struct {
 	// once and flooded to k ports adds k-1. With it, across the switch,
 	// received + flood copies = transmitted + dropped.
 	FloodCopies uint64 `json:"flood_copies"`
+	// SegmentCopies counts the extra frames an egress queue made by
+	// segmenting TSO frames in software: a frame made into k segments
+	// adds k-1. Across the switch, received + flood copies + segment
+	// copies = transmitted + dropped.
+	SegmentCopies uint64 `json:"segment_copies"`
 	PathCounters
 }
 
@@ -43,8 +48,10 @@ type PortCounters struct {
 	TxBytes   uint64            `json:"tx_bytes"`
 	Drops     map[string]uint64 `json:"drops"`
 	// FloodCopies: see QueueCounters.
-	FloodCopies uint64          `json:"flood_copies"`
-	Queues      []QueueCounters `json:"queues"`
+	FloodCopies uint64 `json:"flood_copies"`
+	// SegmentCopies: see QueueCounters.
+	SegmentCopies uint64          `json:"segment_copies"`
+	Queues        []QueueCounters `json:"queues"`
 	PathCounters
 	// LearnRefused counts source MACs the port's frames were not learned
 	// for, because the port held its limit of learned MACs (maxmacs=).
@@ -66,6 +73,7 @@ func SumQueues(name string, qs []QueueCounters) PortCounters {
 		p.RxBytes += q.RxBytes
 		p.TxBytes += q.TxBytes
 		p.FloodCopies += q.FloodCopies
+		p.SegmentCopies += q.SegmentCopies
 		p.PathCounters.add(q.PathCounters)
 		for k, v := range q.Drops {
 			p.Drops[k] += v

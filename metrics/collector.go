@@ -26,6 +26,7 @@ var (
 	txPackets = queueCounter("xvswitch_tx_packets_total", "Frames transmitted by a port queue.")
 	txBytes   = queueCounter("xvswitch_tx_bytes_total", "Bytes transmitted by a port queue.")
 	flood     = queueCounter("xvswitch_flood_copies_total", "Extra copies made by flooding frames received on a port queue.")
+	segCopies = queueCounter("xvswitch_segment_copies_total", "Extra frames a port queue made by segmenting TSO frames in software (k segments of one frame add k-1).")
 	zerocopy  = queueCounter("xvswitch_zerocopy_frames_total", "Frames a port queue sent without a copy by the switch (the guest's buffer was the NIC's); not the AF_XDP bind mode.")
 	copied    = queueCounter("xvswitch_copied_frames_total", "Frames a port queue sent that the switch copied (into a guest's buffers or a UMEM frame).")
 	copiedB   = queueCounter("xvswitch_copied_bytes_total", "Bytes the switch copied to send frames on a port queue.")
@@ -59,7 +60,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{buildInfo, portUp, portInfo, rxPackets, rxBytes, txPackets, txBytes, flood, zerocopy, copied, copiedB, drops,
+	for _, d := range []*prometheus.Desc{buildInfo, portUp, portInfo, rxPackets, rxBytes, txPackets, txBytes, flood, segCopies, zerocopy, copied, copiedB, drops,
 		fdbEntries, learnRefused, workerSleeps} {
 		ch <- d
 	}
@@ -100,6 +101,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(txPackets, q.TxPackets, p.Name, queue)
 			counter(txBytes, q.TxBytes, p.Name, queue)
 			counter(flood, q.FloodCopies, p.Name, queue)
+			counter(segCopies, q.SegmentCopies, p.Name, queue)
 			counter(zerocopy, q.ZerocopyFrames, p.Name, queue)
 			counter(copied, q.CopiedFrames, p.Name, queue)
 			counter(copiedB, q.CopiedBytes, p.Name, queue)

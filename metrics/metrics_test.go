@@ -94,6 +94,7 @@ var xvswitchFamilies = map[string]family{
 	"xvswitch_tx_packets_total":               {counter, []string{"port", "queue"}},
 	"xvswitch_tx_bytes_total":                 {counter, []string{"port", "queue"}},
 	"xvswitch_flood_copies_total":             {counter, []string{"port", "queue"}},
+	"xvswitch_segment_copies_total":           {counter, []string{"port", "queue"}},
 	"xvswitch_zerocopy_frames_total":          {counter, []string{"port", "queue"}},
 	"xvswitch_copied_frames_total":            {counter, []string{"port", "queue"}},
 	"xvswitch_copied_bytes_total":             {counter, []string{"port", "queue"}},

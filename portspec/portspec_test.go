@@ -164,3 +164,19 @@ func TestErrorsSayWhatIsAccepted(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestParseVhostOffloads: offloads=off turns a port's offloads off; on is
+// the default.
+func TestParseVhostOffloads(t *testing.T) {
+	for in, want := range map[string]bool{"/x.sock": false, "/x.sock,offloads=on": false, "/x.sock,offloads=off": true} {
+		v, err := ParseVhost(in)
+		if err != nil || v.NoOffloads != want {
+			t.Errorf("%s: %+v, %v", in, v, err)
+		}
+	}
+	for _, in := range []string{"/x.sock,offloads", "/x.sock,offloads=no"} {
+		if _, err := ParseVhost(in); err == nil {
+			t.Errorf("%s: no error", in)
+		}
+	}
+}

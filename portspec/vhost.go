@@ -9,7 +9,7 @@ import (
 )
 
 // Vhost is a vhost-user port:
-// `PATH[,client][,queues=N][,mac=MAC][,spoof=allow|drop][,maxmacs=N][,own=IFNAME:Q[+Q]][,vlan=N][,trunk=N+M+...][,name=NAME][,mode=OCTAL][,group=NAME|GID]`.
+// `PATH[,client][,queues=N][,mac=MAC][,spoof=allow|drop][,maxmacs=N][,offloads=on|off][,own=IFNAME:Q[+Q]][,vlan=N][,trunk=N+M+...][,name=NAME][,mode=OCTAL][,group=NAME|GID]`.
 type Vhost struct {
 	Name   string `json:"name"`
 	Path   string `json:"path"`
@@ -24,6 +24,9 @@ type Vhost struct {
 	// MaxMACs (maxmacs=N) is how many learned MACs the port may hold in
 	// the FDB at once; 0 means the switch's default for a VM port.
 	MaxMACs int `json:"maxmacs,omitempty"`
+	// NoOffloads (offloads=off) offers the guest no checksum or
+	// segmentation offloads (docs/offloads.md); they are on by default.
+	NoOffloads bool `json:"no_offloads,omitempty"`
 	// Own (own=IFNAME:Q[+Q]) names the NIC queues this VM owns; nil
 	// when it owns none and all its NIC traffic takes the copy path.
 	Own *Own `json:"own,omitempty"`
@@ -72,6 +75,15 @@ func ParseVhost(s string) (Vhost, error) {
 			if v.MaxMACs, err = maxMACs(val); err != nil {
 				return Vhost{}, err
 			}
+		case "offloads":
+			switch val {
+			case "on":
+				v.NoOffloads = false
+			case "off":
+				v.NoOffloads = true
+			default:
+				return Vhost{}, fmt.Errorf("%w: offloads=%q: want on or off", ErrBadSpec, val)
+			}
 		case "own":
 			o, err := ParseOwn(val)
 			if err != nil {
@@ -95,7 +107,7 @@ func ParseVhost(s string) (Vhost, error) {
 				}
 				continue
 			}
-			return Vhost{}, fmt.Errorf("%w: unknown option %q: want client, queues=N, mac=MAC, spoof=allow|drop, maxmacs=N, own=IFNAME:Q[+Q], vlan=N, trunk=N+M+..., name=NAME, mode=OCTAL or group=NAME|GID", ErrBadSpec, k)
+			return Vhost{}, fmt.Errorf("%w: unknown option %q: want client, queues=N, mac=MAC, spoof=allow|drop, maxmacs=N, offloads=on|off, own=IFNAME:Q[+Q], vlan=N, trunk=N+M+..., name=NAME, mode=OCTAL or group=NAME|GID", ErrBadSpec, k)
 		}
 	}
 	if v.Name == "" {

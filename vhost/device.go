@@ -43,6 +43,10 @@ type Config struct {
 	// and against drivertest's in-order model). A data path that completes
 	// out of order must set it.
 	NoInOrder bool
+	// NoOffloads stops the checksum and TSO offloads from being offered
+	// (a port's offloads=off): guests then checksum and segment every
+	// frame themselves.
+	NoOffloads bool
 	// DisableFeatures removes virtio feature bits from the offer (for
 	// example 1<<virtq.FeatureRingPacked to force the split ring).
 	DisableFeatures uint64
@@ -76,6 +80,16 @@ type Config struct {
 	// control path, which waits for it.
 	OnMemoryChange      func(MemoryChange)
 	MemoryChangeTimeout time.Duration
+	// OnRxStop, if set, is called on the control path before a running
+	// receive ring (virtqueue index, even) is taken from the data path
+	// (GET_VRING_BASE, a reset, a memory table replaced, the session's
+	// end): one who lent the queue's receive buffers out
+	// (virtionet.RxQueue.LendBuffers) must make sure nothing writes them
+	// any more and call AbandonLent before it returns, so that the rebind
+	// that follows gives them back to the guest on the ring they came
+	// from. Same rules as OnMemoryChange for what it may call; it should
+	// not take long (the control path waits).
+	OnRxStop func(index int)
 
 	// OnEvent, if set, receives the device's lifecycle events. It is
 	// called from the device's control goroutine, one event at a time; it

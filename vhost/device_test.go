@@ -22,7 +22,9 @@ func TestNegotiation(t *testing.T) {
 	want := uint64(1)<<virtq.FeatureVersion1 | 1<<virtq.FeatureRingPacked | 1<<virtq.FeatureEventIdx |
 		1<<virtq.FeatureIndirectDesc | 1<<vhost.NetFeatureMrgRxbuf | 1<<vhost.NetFeatureStatus | 1<<vhost.FeatureProtocolFeatures |
 		1<<vhost.NetFeatureMTU | 1<<vhost.NetFeatureMAC | 1<<vhost.NetFeatureMQ | 1<<virtq.FeatureInOrder |
-		1<<vhost.NetFeatureGuestAnnounce | 1<<vhost.FeatureLogAll
+		1<<vhost.NetFeatureGuestAnnounce | 1<<vhost.FeatureLogAll |
+		1<<virtionet.FeatureCsum | 1<<virtionet.FeatureGuestCsum | 1<<virtionet.FeatureHostTSO4 |
+		1<<virtionet.FeatureHostTSO6 | 1<<virtionet.FeatureGuestTSO4 | 1<<virtionet.FeatureGuestTSO6
 	if got := f.CallU64(vhosttest.ReqGetFeatures); got != want {
 		t.Fatalf("GET_FEATURES = %#x, want %#x", got, want)
 	}
@@ -255,3 +257,26 @@ func TestFramesBothWays(t *testing.T) {
 }
 
 var deliverFrames virtionet.Frames
+
+// TestOffloadsOffered: the checksum and TSO offloads are offered both ways
+// unless NoOffloads; UFO, USO, ECN and CTRL_GUEST_OFFLOADS never are.
+func TestOffloadsOffered(t *testing.T) {
+	offloads := []int{virtionet.FeatureCsum, virtionet.FeatureGuestCsum, virtionet.FeatureHostTSO4,
+		virtionet.FeatureHostTSO6, virtionet.FeatureGuestTSO4, virtionet.FeatureGuestTSO6}
+	never := []int{virtionet.FeatureCtrlGuestOffloads, virtionet.FeatureGuestECN, virtionet.FeatureGuestUFO,
+		virtionet.FeatureHostECN, virtionet.FeatureHostUFO}
+	for _, off := range []bool{false, true} {
+		d, _, _ := newDevice(t, vhost.Config{NoOffloads: off})
+		got := vhosttest.Connect(t, d).CallU64(vhosttest.ReqGetFeatures)
+		for _, b := range offloads {
+			if virtq.Has(got, uint(b)) == off {
+				t.Errorf("NoOffloads=%v: feature %d offered %v", off, b, !off)
+			}
+		}
+		for _, b := range never {
+			if virtq.Has(got, uint(b)) {
+				t.Errorf("feature %d offered", b)
+			}
+		}
+	}
+}

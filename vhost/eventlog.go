@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/xvswitch/xvswitch/virtionet"
 	"github.com/xvswitch/xvswitch/virtq"
 )
 
@@ -88,19 +89,25 @@ func (d *Device) logQueuePairs(s *session) {
 // featureBits names the virtio feature bits a log line spells out; others
 // show as bit numbers.
 var featureBits = map[uint]string{
-	virtq.FeatureIndirectDesc: "indirect_desc",
-	virtq.FeatureEventIdx:     "event_idx",
-	virtq.FeatureVersion1:     "version_1",
-	virtq.FeatureRingPacked:   "ring_packed",
-	virtq.FeatureInOrder:      "in_order",
-	FeatureProtocolFeatures:   "protocol_features",
-	NetFeatureMTU:             "mtu",
-	NetFeatureMAC:             "mac",
-	NetFeatureMrgRxbuf:        "mrg_rxbuf",
-	NetFeatureStatus:          "status",
-	NetFeatureMQ:              "mq",
-	NetFeatureGuestAnnounce:   "guest_announce",
-	FeatureLogAll:             "log_all",
+	virtq.FeatureIndirectDesc:  "indirect_desc",
+	virtq.FeatureEventIdx:      "event_idx",
+	virtq.FeatureVersion1:      "version_1",
+	virtq.FeatureRingPacked:    "ring_packed",
+	virtq.FeatureInOrder:       "in_order",
+	FeatureProtocolFeatures:    "protocol_features",
+	NetFeatureMTU:              "mtu",
+	NetFeatureMAC:              "mac",
+	NetFeatureMrgRxbuf:         "mrg_rxbuf",
+	NetFeatureStatus:           "status",
+	NetFeatureMQ:               "mq",
+	NetFeatureGuestAnnounce:    "guest_announce",
+	FeatureLogAll:              "log_all",
+	virtionet.FeatureCsum:      "csum",
+	virtionet.FeatureGuestCsum: "guest_csum",
+	virtionet.FeatureGuestTSO4: "guest_tso4",
+	virtionet.FeatureGuestTSO6: "guest_tso6",
+	virtionet.FeatureHostTSO4:  "host_tso4",
+	virtionet.FeatureHostTSO6:  "host_tso6",
 }
 
 // featureNames writes a feature word as its bits' names, low bits first.

@@ -1,11 +1,17 @@
 package vhost
 
-import "github.com/xvswitch/xvswitch/virtq"
+import (
+	"github.com/xvswitch/xvswitch/virtionet"
+	"github.com/xvswitch/xvswitch/virtq"
+)
 
-// offeredFeatures is the virtio feature word GET_FEATURES returns. No
-// checksum or segmentation offloads: frames leave through AF_XDP, which
-// has no notion of partial checksums, so the guest must finish them.
-// No CTRL_VQ: a front-end that wants one (QEMU, virtio-user) emulates it.
+// offeredFeatures is the virtio feature word GET_FEATURES returns.
+// Checksum and TCP segmentation offloads both ways (docs/offloads.md)
+// unless Config.NoOffloads: the switch passes a guest's partial checksums
+// and TSO frames to guests that take them and finishes them in software
+// for the others and for NICs (AF_XDP has no TSO). No UFO/USO and no ECN:
+// nothing finishes those. No CTRL_VQ: a front-end that wants one (QEMU,
+// virtio-user) emulates it, CTRL_GUEST_OFFLOADS with it.
 func offeredFeatures(cfg *Config) uint64 {
 	f := uint64(1)<<virtq.FeatureVersion1 |
 		1<<virtq.FeatureRingPacked |
@@ -19,6 +25,9 @@ func offeredFeatures(cfg *Config) uint64 {
 	if !cfg.NoInOrder {
 		f |= 1 << virtq.FeatureInOrder
 	}
+	if !cfg.NoOffloads {
+		f |= offeredOffloads
+	}
 	if cfg.MTU != 0 {
 		f |= 1 << NetFeatureMTU
 	}
@@ -30,6 +39,14 @@ func offeredFeatures(cfg *Config) uint64 {
 	}
 	return f &^ cfg.DisableFeatures
 }
+
+// offeredOffloads are the offload bits offered unless Config.NoOffloads.
+const offeredOffloads = uint64(1)<<virtionet.FeatureCsum |
+	1<<virtionet.FeatureGuestCsum |
+	1<<virtionet.FeatureHostTSO4 |
+	1<<virtionet.FeatureHostTSO6 |
+	1<<virtionet.FeatureGuestTSO4 |
+	1<<virtionet.FeatureGuestTSO6
 
 // offeredProtocolFeatures is what GET_PROTOCOL_FEATURES returns. RARP is
 // offered because SEND_RARP is how a migrated guest without GUEST_ANNOUNCE

@@ -248,6 +248,11 @@ func (q *Queue) Owns(addr uintptr) bool {
 	return false
 }
 
+// Receiver is the queue's current virtio-net receive side (nil on a
+// transmit queue or before the first front-end), for AbandonLent, which
+// is safe from any goroutine; everything else on it belongs to bursts.
+func (q *Queue) Receiver() *virtionet.RxQueue { return q.rx.Load() }
+
 // Running reports whether Begin would find the queue running now (a
 // started and enabled ring over a memory table). A hint for choosing
 // among queues: the answer may change at any time, and Begin decides.

@@ -152,6 +152,9 @@ func (d *Device) unpublish(q *Queue) uint64 {
 	if q.ctl.act == nil {
 		return 0
 	}
+	if hook := d.cfg.OnRxStop; hook != nil && q.index%2 == 0 {
+		hook(q.index)
+	}
 	q.ctl.act = nil
 	return q.publish(nil)
 }

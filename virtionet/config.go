@@ -36,7 +36,8 @@ type queueBase struct {
 	index    int
 	hdrLen   int
 	maxFrame int
-	err      error // non-nil once the ring failed; returned from then on
+	offl     Offloads // what the guest negotiated
+	err      error    // non-nil once the ring failed; returned from then on
 	ctr      counters
 	call     *Line
 }
@@ -46,6 +47,7 @@ func (q *queueBase) init(ring virtq.Ring, cfg QueueConfig) {
 	q.index = cfg.Index
 	q.hdrLen = HeaderLenFor(cfg.Features)
 	q.maxFrame = cfg.maxFrame()
+	q.offl = OffloadsOf(cfg.Features)
 	q.call = cfg.Call
 }
 
@@ -64,6 +66,9 @@ func (q *queueBase) notify() {
 		q.ctr.notified()
 	}
 }
+
+// Offloads returns the offloads the queue's guest negotiated.
+func (q *queueBase) Offloads() Offloads { return q.offl }
 
 // Snapshot returns the counters as of the end of the last burst. Safe to
 // call from any goroutine.

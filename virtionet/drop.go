@@ -28,6 +28,19 @@ const (
 	// and broke the guest whose memory it was. It also counts the frames of
 	// the same Deliver after the interrupted one.
 	DropMemoryFault
+	// DropBadCsumOffset: a TX header's NEEDS_CSUM checksum field
+	// (csum_start + csum_offset) lies outside the frame.
+	DropBadCsumOffset
+	// DropBadGSOType: a TX header's gso_type is undefined, or one the
+	// guest did not negotiate (TSO without HOST_TSO4/6, UFO, ECN, USO).
+	DropBadGSOType
+	// DropBadGSOSize: a GSO frame's gso_size is 0 or larger than the frame.
+	DropBadGSOSize
+	// DropGSOWithoutCsum: a GSO frame without NEEDS_CSUM (virtio 1.1,
+	// 5.1.6.2: the driver must ask for the checksum of a GSO frame).
+	DropGSOWithoutCsum
+	// DropGSOTooLong: a GSO frame longer than MaxGSOFrameLen.
+	DropGSOTooLong
 
 	// NumDropReasons sizes arrays indexed by DropReason.
 	NumDropReasons
@@ -41,6 +54,11 @@ var dropNames = [NumDropReasons]string{
 	DropRingBroken:          "ring_broken",
 	DropQueueStopped:        "queue_stopped",
 	DropMemoryFault:         "memory_fault",
+	DropBadCsumOffset:       "bad_csum_offset",
+	DropBadGSOType:          "bad_gso_type",
+	DropBadGSOSize:          "bad_gso_size",
+	DropGSOWithoutCsum:      "gso_without_csum",
+	DropGSOTooLong:          "gso_too_long",
 }
 
 // String returns the reason's name as stats and logs show it.

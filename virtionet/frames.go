@@ -15,6 +15,8 @@ type Frames struct {
 	n    int
 	segs [virtq.MaxBurst][][]byte
 	lens [virtq.MaxBurst]int
+	// off is each frame's offload metadata, zero for a plain frame.
+	off [virtq.MaxBurst]Offload
 	// one backs the segment list of frames added with AddBytes, so that a
 	// single-segment frame needs no allocation.
 	one [virtq.MaxBurst][1][]byte
@@ -48,6 +50,7 @@ func (f *Frames) Add(segs [][]byte) bool {
 	}
 	f.segs[f.n] = segs
 	f.lens[f.n] = n
+	f.off[f.n] = Offload{}
 	f.n++
 	return true
 }
@@ -70,15 +73,33 @@ func (f *Frames) AddBytes(b []byte) bool {
 	f.one[f.n][0] = b
 	f.segs[f.n] = f.one[f.n][:]
 	f.lens[f.n] = len(b)
+	f.off[f.n] = Offload{}
 	f.n++
 	return true
 }
 
+// AddOffload is AddSized for a frame with offload metadata: a receiving
+// guest gets o in the frame's virtio-net header. The caller checked that
+// the guest accepts it (Offloads.Accepts).
+func (f *Frames) AddOffload(segs [][]byte, n int, o Offload) bool {
+	if f.n == virtq.MaxBurst {
+		return false
+	}
+	f.setOffload(segs, n, o)
+	return true
+}
+
+// Offload returns frame i's offload metadata (zero for a plain frame).
+func (f *Frames) Offload(i int) Offload { return f.off[i] }
+
 // set stores frame i directly, for the TX queue that already knows the
 // length.
-func (f *Frames) set(segs [][]byte, n int) {
+func (f *Frames) set(segs [][]byte, n int) { f.setOffload(segs, n, Offload{}) }
+
+func (f *Frames) setOffload(segs [][]byte, n int, o Offload) {
 	f.segs[f.n] = segs
 	f.lens[f.n] = n
+	f.off[f.n] = o
 	f.n++
 }
 

@@ -66,7 +66,10 @@ type RxQueue struct {
 	// migration), else nil (dirtylog.go).
 	dirty *guestmem.Memory
 
-	hdr [HeaderLen]byte // zero except num_buffers: we offer no offloads
+	// lent: buffers lent out to the zero-copy receive path (rxlend.go).
+	lent rxLent
+
+	hdr [HeaderLen]byte // the header of the frame being placed (setHeader)
 	src source
 	// touched keeps the loads of placeRun's first pass from being
 	// optimised away.
@@ -103,6 +106,7 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 		q.ctr.publish()
 		return 0, nil
 	}
+	q.returnAbandoned()
 	q.drained = false
 	q.pops = 0
 	q.delivered = 0
@@ -118,7 +122,7 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 			return q.delivered, q.err
 		}
 		q.unplaced = f.n - i
-		if f.lens[i] > q.maxFrame {
+		if f.lens[i] > q.frameLimit(f, i) {
 			q.ctr.drop(DropTooLong, 1)
 			continue
 		}
@@ -194,7 +198,7 @@ func (q *RxQueue) placeOne(f *Frames, i int) (bool, DropReason) {
 		q.stage(c, 0)
 		return false, DropGuestBufferTooSmall
 	}
-	q.setNumBuffers(1)
+	q.setHeader(f, i, 1)
 	q.src.start(q.hdr[:q.hdrLen], f.segs[i])
 	w := q.src.writeTo(b.Writable(ci), need)
 	if q.dirty != nil {
@@ -246,7 +250,7 @@ func (q *RxQueue) placeMerged(f *Frames, i int) (bool, DropReason) {
 	if q.nused+k > usedCap && !q.pushUsed() {
 		return false, DropRingBroken
 	}
-	q.setNumBuffers(k)
+	q.setHeader(f, i, k)
 	q.src.start(q.hdr[:q.hdrLen], f.segs[i])
 	// Write every buffer before staging any: a fault mid-copy must not
 	// leave the frame's first buffers staged behind a num_buffers that
@@ -267,8 +271,22 @@ func (q *RxQueue) placeMerged(f *Frames, i int) (bool, DropReason) {
 	return true, 0
 }
 
-func (q *RxQueue) setNumBuffers(n int) {
-	binary.LittleEndian.PutUint16(q.hdr[numBuffersOff:], uint16(n))
+// setHeader builds the header of frame i of f, taking n buffers, in q.hdr:
+// its offload metadata and num_buffers.
+func (q *RxQueue) setHeader(f *Frames, i, n int) {
+	lo, hi := f.rxHeader(i, n)
+	binary.LittleEndian.PutUint64(q.hdr[:], lo)
+	binary.LittleEndian.PutUint32(q.hdr[8:], hi)
+}
+
+// frameLimit is the longest frame i of f may be: the MTU's frame, or a
+// GSO frame's limit for a guest that takes them whole (the switch gives a
+// queue only GSO frames its guest accepts: Offloads.Accepts).
+func (q *RxQueue) frameLimit(f *Frames, i int) int {
+	if f.off[i].GSO() {
+		return MaxGSOFrameLen
+	}
+	return q.maxFrame
 }
 
 // left is how many chains bursts[cur] still holds; avail counts both.
@@ -361,7 +379,7 @@ func (q *RxQueue) estimate(f *Frames, i int) int {
 	for j := i; j < f.n && n < virtq.MaxBurst; j++ {
 		l := f.lens[j]
 		switch {
-		case l > q.maxFrame:
+		case l > q.frameLimit(f, j):
 		case !q.mrg || q.chainLen <= 0:
 			n++
 		default:
@@ -409,9 +427,10 @@ func (q *RxQueue) forget() {
 }
 
 // Held is how many receive buffers the queue holds over from earlier
-// bursts (popped, not yet used). Always 0 without MRG_RXBUF, unless a
-// memory fault interrupted a Deliver (the frame's buffer stays held).
-func (q *RxQueue) Held() int { return q.avail() }
+// bursts (popped, not yet used), lent ones included (rxlend.go). Without
+// MRG_RXBUF and lending always 0, unless a memory fault interrupted a
+// Deliver (the frame's buffer stays held).
+func (q *RxQueue) Held() int { return q.avail() + q.lent.n }
 
 // Flush gives the held buffers back to the guest unused (length 0) and
 // interrupts it if it asked. Call it before the ring's state is read for
@@ -425,6 +444,7 @@ func (q *RxQueue) Flush() error {
 	if q.ring == nil {
 		return nil
 	}
+	q.returnAbandoned() // lent buffers stay lent unless abandoned
 	for q.avail() > 0 {
 		if q.nused == usedCap && !q.pushUsed() {
 			q.abort(0)
@@ -450,6 +470,11 @@ func (q *RxQueue) Flush() error {
 // that broke it. Counters and the call fd are kept. Only the owning worker,
 // or anyone while no worker polls the queue, may call it.
 func (q *RxQueue) Reset(ring virtq.Ring) {
+	if ring != q.ring {
+		// Lent IDs mean nothing to another ring (a republish with new
+		// fds keeps the ring, and the lent buffers with it).
+		q.forgetLent()
+	}
 	q.ring = ring
 	q.dirty = loggedMemory(ring)
 	q.err = nil

@@ -102,11 +102,11 @@ func (q *RxQueue) fastFrame(f *Frames, i int) bool {
 // rxHeader is the virtio-net header frame i of f gets in front of it in a
 // guest's receive buffers when it takes numBuffers of them, as its first
 // 8 bytes and its last 4 (little-endian words, in registers: a header
-// built in memory and copied out stalls on store forwarding). xvswitch
-// offers no offloads, so only num_buffers (bytes 10-11) is set; offload
-// fields will come from the frame's metadata here, so that every header
-// costs the same two stores whatever it carries.
+// built in memory and copied out stalls on store forwarding). The offload
+// fields come from the frame's metadata, kept in the header's own words
+// (Offload), so that every header costs the same two stores whatever it
+// carries; a plain frame's are zero.
 func (f *Frames) rxHeader(i, numBuffers int) (lo uint64, hi uint32) {
-	_ = i
-	return 0, uint32(uint16(numBuffers)) << ((numBuffersOff - 8) * 8)
+	o := &f.off[i]
+	return o.lo, uint32(o.csumOffset) | uint32(uint16(numBuffers))<<((numBuffersOff-8)*8)
 }

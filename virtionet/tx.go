@@ -66,16 +66,31 @@ func (q *TxQueue) Receive(max int) (int, error) {
 			q.ctr.drop(DropMalformed, 1)
 			continue
 		}
-		segs, flen, ok := skipHeader(b.Readable(i), q.hdrLen)
-		switch {
-		case !ok || flen < EthHeaderLen:
-			q.ctr.drop(DropMalformed, 1)
-		case flen > q.maxFrame:
-			q.ctr.drop(DropTooLong, 1)
-		default:
-			q.frames.set(segs, flen)
-			bytes += flen
+		var off Offload
+		if q.offl.Csum {
+			// Only a guest that negotiated an offload has a header
+			// worth reading; the others' headers are ignored, as the
+			// spec lets a device do (and as xvswitch always did).
+			off = readOffload(b.Readable(i))
 		}
+		segs, flen, ok := skipHeader(b.Readable(i), q.hdrLen)
+		if !ok || flen < EthHeaderLen {
+			q.ctr.drop(DropMalformed, 1)
+			continue
+		}
+		if !off.IsZero() {
+			var why DropReason
+			if off, why, ok = q.offl.checkOffload(off, flen); !ok {
+				q.ctr.drop(why, 1)
+				continue
+			}
+		}
+		if flen > q.maxFrame && !off.GSO() {
+			q.ctr.drop(DropTooLong, 1)
+			continue
+		}
+		q.frames.setOffload(segs, flen, off)
+		bytes += flen
 	}
 	q.pending = n
 	q.ctr.pass(q.frames.n, bytes)
@@ -119,6 +134,25 @@ func (q *TxQueue) Reset(ring virtq.Ring) {
 	q.err = nil
 	q.pending = 0
 	q.frames.Reset()
+}
+
+// readOffload reads the offload fields of the virtio-net header at the
+// front of a TX chain's readable segments, wherever the guest split it.
+// A chain too short for them yields the zero Offload (skipHeader then
+// finds it malformed).
+func readOffload(segs [][]byte) Offload {
+	if len(segs) > 0 && len(segs[0]) >= LegacyHeaderLen {
+		return offloadFrom(segs[0])
+	}
+	var h [LegacyHeaderLen]byte
+	n := 0
+	for _, s := range segs {
+		n += copy(h[n:], s)
+		if n == len(h) {
+			return offloadFrom(h[:])
+		}
+	}
+	return Offload{}
 }
 
 // skipHeader trims the virtio-net header off the front of a TX chain's

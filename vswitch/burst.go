@@ -3,6 +3,7 @@ package vswitch
 import (
 	"math/bits"
 
+	"github.com/xvswitch/xvswitch/virtionet"
 	"github.com/xvswitch/xvswitch/virtq"
 )
 
@@ -18,13 +19,23 @@ const _ Mask = 1 << (MaxBurst - 1)
 // the switch already has mapped (a UMEM frame, or the translated buffers
 // of a guest's TX chain, virtio-net header already skipped). Nothing is
 // copied until a destination port transmits it.
+//
+// off is the frame's offload metadata, from the virtio-net header of the
+// guest that sent it (a partial checksum to complete, a TSO frame to
+// segment): zero, as every Set leaves it, for a plain frame, which is every
+// frame of a NIC and of a guest without offloads. An egress queue whose
+// receiver cannot take it as it is finishes the frame first (segment.go).
 type Frame struct {
 	segs [][]byte
 	len  int
+	off  virtionet.Offload
 }
 
 // Len is the frame's length in bytes.
 func (f *Frame) Len() int { return f.len }
+
+// Offload is the frame's offload metadata; zero for a plain frame.
+func (f *Frame) Offload() virtionet.Offload { return f.off }
 
 // Segments are the frame's bytes, in order; they add up to Len.
 func (f *Frame) Segments() [][]byte { return f.segs }
@@ -81,6 +92,9 @@ func (b *Burst) SetOne(i int, buf []byte) {
 func (b *Burst) Set(i int, segs [][]byte, n int) {
 	b.f[i] = Frame{segs: segs, len: n}
 }
+
+// SetOffload gives frame i (already Set) its offload metadata.
+func (b *Burst) SetOffload(i int, o virtionet.Offload) { b.f[i].off = o }
 
 // Frame returns frame i of the burst.
 func (b *Burst) Frame(i int) *Frame { return &b.f[i] }

@@ -7,8 +7,11 @@ package vswitch
 type Counts struct {
 	packets, bytes uint64
 	floodCopies    uint64
-	drops          [NumDrops]uint32
-	anyDrop        bool
+	// segmentCopies: the extra frames software segmentation made at an
+	// egress (segment.go).
+	segmentCopies uint64
+	drops         [NumDrops]uint32
+	anyDrop       bool
 	// The path of what an egress queue sent (ctl.PathCounters).
 	zerocopy, copied, copiedBytes uint64
 }
@@ -75,6 +78,10 @@ func (c *Counts) flushEgress(q *QueueStats) {
 	if c.zerocopy > 0 {
 		q.ZerocopyFrames.Add(c.zerocopy)
 		c.zerocopy = 0
+	}
+	if c.segmentCopies > 0 {
+		q.SegmentCopies.Add(c.segmentCopies)
+		c.segmentCopies = 0
 	}
 	c.flushDrops(q)
 	c.packets, c.bytes = 0, 0

@@ -18,6 +18,12 @@ const (
 	DropNoDest                     // no other port to send it to (a one-port switch, a dangling cross-connect)
 	DropSpoofed                    // its source MAC is not the one configured for the port it came in on
 	DropMemoryFault                // touching guest memory faulted mid-copy (its front-end truncated it); that guest is broken
+	DropBadCsumOffset              // a guest's virtio-net header asks for a checksum outside the frame
+	DropBadGSOType                 // a guest's GSO type is undefined or not negotiated
+	DropBadGSOSize                 // a guest's gso_size is 0 or larger than the frame
+	DropGSOWithoutCsum             // a guest's GSO frame does not ask for its checksum (NEEDS_CSUM)
+	DropGSOTooLong                 // a guest's GSO frame is longer than 64 KiB plus headers
+	DropBadGSOHeaders              // a GSO frame's Ethernet/IP/TCP headers cannot be segmented (see offload.Segment)
 	DropVLANTagged                 // a tagged frame arrived on an access port (vlan=N alone)
 	DropVLANNotTrunked             // its VLAN is not one the port carries (trunk=)
 	DropVLANUntagged               // an untagged frame arrived on a trunk without a native VLAN
@@ -36,6 +42,12 @@ var dropNames = [NumDrops]string{
 	DropNoDest:         "no_destination",
 	DropSpoofed:        "spoofed_source",
 	DropMemoryFault:    "memory_fault",
+	DropBadCsumOffset:  "bad_csum_offset",
+	DropBadGSOType:     "bad_gso_type",
+	DropBadGSOSize:     "bad_gso_size",
+	DropGSOWithoutCsum: "gso_without_csum",
+	DropGSOTooLong:     "gso_too_long",
+	DropBadGSOHeaders:  "bad_gso_headers",
 	DropVLANTagged:     "vlan_tagged_on_access",
 	DropVLANNotTrunked: "vlan_not_in_trunk",
 	DropVLANUntagged:   "vlan_untagged_on_trunk",

@@ -64,7 +64,7 @@ func balance(t *testing.T, s *Switch) {
 		for _, p := range s.Stats() {
 			rx += p.RxPackets
 			tx += p.TxPackets
-			flood += p.FloodCopies
+			flood += p.FloodCopies + p.SegmentCopies // segment.go
 			for _, n := range p.Drops {
 				dropped += n
 			}
@@ -74,7 +74,7 @@ func balance(t *testing.T, s *Switch) {
 		}
 	}
 	if rx+flood != tx+dropped {
-		t.Fatalf("accounting: rx %d + flood copies %d != tx %d + dropped %d\n%+v", rx, flood, tx, dropped, s.Stats())
+		t.Fatalf("accounting: rx %d + flood and segment copies %d != tx %d + dropped %d\n%+v", rx, flood, tx, dropped, s.Stats())
 	}
 }
 

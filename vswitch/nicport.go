@@ -34,6 +34,8 @@ type nicPort struct {
 	// retired sums the kernel counters of the bindings the port had
 	// before, so its counters keep counting up across re-attachments.
 	retired map[string]uint64
+	// ownerSocks: the statistics of VM owners' sockets on its queues.
+	ownerSocks ownerSocketStats
 	// foreign is the id of another XDP program found on the hook (0:
 	// none): the port is degraded.
 	foreign atomic.Uint32
@@ -260,6 +262,7 @@ func (p *nicPort) kernelCounters() map[string]uint64 {
 	if p.bound != nil {
 		p.bound.counters(k)
 	}
+	p.ownerSocks.addTo(k)
 	p.events.addTo(k)
 	k[csumCompletedKey] = p.link.csumCompleted.Load()
 	return k

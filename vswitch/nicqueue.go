@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xvswitch/xvswitch/virtionet"
 	"github.com/xvswitch/xvswitch/xsk"
 )
 
@@ -46,9 +47,15 @@ type nicQueue struct {
 	// txVia is the queue that transmits for this one while a VM owns
 	// this one's rx queue and the port has no socket here (nicowned.go).
 	txVia atomic.Pointer[nicQueue]
+	// fin finishes guests' offloaded frames before they leave (segment.go);
+	// used under the egress queue's lock, like Transmit.
+	fin *finisher
 	// busy is the socket whose frames a burst holds, between Receive and
 	// Release (detachWait waits for it).
 	busy atomic.Pointer[xsk.Socket]
+	// zc is the zero-copy receive state when the socket is a VM owner's
+	// (vmzerocopy.go), else nil.
+	zc atomic.Pointer[zcRx]
 
 	// The polling worker's: the burst between Receive and Release.
 	rx    *xsk.Socket
@@ -102,7 +109,7 @@ func (q *nicQueue) detachWait(s *xsk.Socket, wait time.Duration) bool {
 // close closes the queue's epoll set; its socket is detached already.
 func (q *nicQueue) close() { unix.Close(q.epfd) }
 
-func (q *nicQueue) Receive(b *Burst, _ *Counts) (int, error) {
+func (q *nicQueue) Receive(b *Burst, c *Counts) (int, error) {
 	if q.sock.Load() == nil {
 		return 0, nil
 	}
@@ -115,6 +122,11 @@ func (q *nicQueue) Receive(b *Burst, _ *Counts) (int, error) {
 		return 0, nil
 	}
 	n := s.Receive(q.descs[:])
+	if z := q.zc.Load(); z != nil && z.sock == s {
+		// Frames in the VM's own buffers go to it from here; the rest
+		// (the switch area's) are forwarded.
+		n = q.zcBurst(z, n, c)
+	}
 	if n > 0 {
 		q.busy.Store(s)
 	}
@@ -156,10 +168,16 @@ func (q *nicQueue) Release(*Burst) error {
 func (q *nicQueue) Waker() Waker { return Waker{FD: q.epfd} }
 
 // Transmit copies the selected frames into UMEM frames and sends them with
-// one kick.
+// one kick. Frames a guest left a checksum or segmentation to are finished
+// in software first (segment.go): AF_XDP has no TSO.
 func (q *nicQueue) Transmit(b *Burst, mask Mask, c *Counts) {
+	transmitFinishing(&q.fin, b, mask, c, virtionet.Offloads{}, q)
+}
+
+// sendAsIs is Transmit for frames that are complete.
+func (q *nicQueue) sendAsIs(b *Burst, mask Mask, c *Counts) {
 	if v := q.txVia.Load(); v != nil {
-		v.Transmit(b, mask, c) // never delegates again: v has a socket
+		v.sendAsIs(b, mask, c) // never delegates again: v has a socket
 		return
 	}
 	q.mu.Lock()

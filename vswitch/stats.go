@@ -18,6 +18,11 @@ type QueueStats struct {
 	// once and flooded to k ports adds k-1. With it, across the switch,
 	// received + flood copies = transmitted + dropped.
 	FloodCopies atomic.Uint64
+	// SegmentCopies counts the extra frames segmenting a TSO frame in
+	// software made at this (egress) queue: one copy of a frame made into
+	// k segments adds k-1. Across the switch, received + flood copies +
+	// segment copies = transmitted + dropped.
+	SegmentCopies atomic.Uint64
 	// The path the frames this queue transmitted took (ctl.PathCounters):
 	// copied by the switch, or not.
 	ZerocopyFrames, CopiedFrames, CopiedBytes atomic.Uint64
@@ -29,8 +34,9 @@ func (q *QueueStats) snapshot(queue int) ctl.QueueCounters {
 		Queue:     queue,
 		RxPackets: q.RxPackets.Load(), RxBytes: q.RxBytes.Load(),
 		TxPackets: q.TxPackets.Load(), TxBytes: q.TxBytes.Load(),
-		Drops:       map[string]uint64{},
-		FloodCopies: q.FloodCopies.Load(),
+		Drops:         map[string]uint64{},
+		FloodCopies:   q.FloodCopies.Load(),
+		SegmentCopies: q.SegmentCopies.Load(),
 		PathCounters: ctl.PathCounters{ZerocopyFrames: q.ZerocopyFrames.Load(),
 			CopiedFrames: q.CopiedFrames.Load(), CopiedBytes: q.CopiedBytes.Load()},
 	}

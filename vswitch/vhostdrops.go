@@ -29,4 +29,9 @@ var virtioDrop = [virtionet.NumDropReasons]Drop{
 	virtionet.DropRingBroken:          DropRingBroken,
 	virtionet.DropQueueStopped:        DropPortDown,
 	virtionet.DropMemoryFault:         DropMemoryFault,
+	virtionet.DropBadCsumOffset:       DropBadCsumOffset,
+	virtionet.DropBadGSOType:          DropBadGSOType,
+	virtionet.DropBadGSOSize:          DropBadGSOSize,
+	virtionet.DropGSOWithoutCsum:      DropGSOWithoutCsum,
+	virtionet.DropGSOTooLong:          DropGSOTooLong,
 }

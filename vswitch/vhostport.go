@@ -39,6 +39,10 @@ type vhostFromGuest struct {
 type vhostToGuest struct {
 	q      *vhost.Queue
 	frames virtionet.Frames
+	act    *vhost.Active // during Transmit, for sendAsIs
+	// fin finishes offloaded frames the guest did not negotiate
+	// (segment.go).
+	fin *finisher
 }
 
 // AddVhost adds a vhost-user port.
@@ -75,6 +79,7 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		MAC:        mac,
 		SocketMode: spec.Mode,
 		SocketGID:  spec.GID,
+		NoOffloads: spec.NoOffloads,
 		OnEvent:    p.event,
 		// The device logs its own events (connected, ready with what was
 		// negotiated, broken and why...), under the port's name.
@@ -87,6 +92,7 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		cfg.Contiguous = true
 		cfg.SwitchArea = ownerSwitchArea(len(spec.Own.Queues))
 		cfg.OnMemoryChange = p.owner.memoryChanged
+		cfg.OnRxStop = p.owner.rxStopping
 		cfg.MemoryChangeTimeout = ownerMemoryChangeTimeout
 		// The kernel returns fill buffers out of order, so the zero-copy
 		// receive path will mark guest buffers used out of order: an
@@ -154,6 +160,7 @@ func (p *vhostPort) Info() ctl.PortInfo {
 			ring = "packed"
 		}
 		detail = fmt.Sprintf("%s ring=%s mtu=%d", p.spec.Path, ring, in.MTU)
+		detail += " " + offloadsDetail(in.Features)
 		if in.Logging {
 			detail += " migrating"
 		}
@@ -207,6 +214,7 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 	}
 	for i := 0; i < n; i++ {
 		b.Set(i, frames.Segments(i), frames.FrameLen(i))
+		b.SetOffload(i, frames.Offload(i))
 	}
 	return n, nil
 }
@@ -247,10 +255,20 @@ func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
 	// Deferred, so that a fault on guest memory mid-copy still ends the
 	// burst (the worker recovers from it: fault.go).
 	defer t.q.End()
+	t.act = a
+	transmitFinishing(&t.fin, b, m, c, a.Rx.Offloads(), t)
+	t.act = nil
+}
+
+// sendAsIs delivers frames the guest takes as they are: plain ones, and
+// those whose offload it negotiated, their metadata in the frame's
+// virtio-net header (a TSO frame whole, over mergeable buffers).
+func (t *vhostToGuest) sendAsIs(b *Burst, m Mask, c *Counts) {
+	a := t.act
 	t.frames.Reset()
 	for rest := m; rest != 0; rest &= rest - 1 {
 		f := b.Frame(rest.Lowest())
-		t.frames.AddSized(f.segs, f.len)
+		t.frames.AddOffload(f.segs, f.len, f.off)
 	}
 	_, err := a.Rx.Deliver(&t.frames)
 	last := a.Rx.LastBurst()

@@ -45,6 +45,7 @@ type ownerSockets struct {
 	gen    uint64 // the memory generation the sockets are for (0: none)
 	umem   *xsk.UMEM
 	socks  map[int]*xsk.Socket
+	zc     map[int]*zcRx // the sockets' zero-copy receive state
 	nic    *nicPort      // the port the sockets sit in
 	steer  *bpf.Steering // its steering, whose slots hold them
 	failed uint64        // the generation whose build failed (no retry)
@@ -92,6 +93,50 @@ func (o *ownerSockets) memoryChanged(ch vhost.MemoryChange) {
 	o.mu.Unlock()
 	if ch.New != nil {
 		go o.build(ch.Generation)
+	}
+}
+
+// rxStopping is the device's vhost.Config.OnRxStop: a receive ring is
+// about to stop (or the memory table to change). The guest buffers lent
+// to the kernel must be returned on that ring, which is only sound once
+// nothing can write them: the sockets close now, and new ones are built
+// once the ring has left the data path (rebuildAfterStop; their lending
+// resumes when a ring runs again). Bounded: building may hold o.mu for a
+// bind's EBUSY wait; past the bound the control path goes on and the lent
+// buffers are forgotten by the ring's next Reset instead of returned.
+func (o *ownerSockets) rxStopping(index int) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.mu.Lock()
+		bound := o.umem != nil
+		o.teardown("a receive ring stops")
+		o.mu.Unlock()
+		if bound {
+			go o.rebuildAfterStop(index)
+		}
+	}()
+	t := time.NewTimer(ownerMemoryChangeTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		slog.Error("vhost: closing the owned queues' sockets before a receive ring stops took too long; lent guest buffers are not returned", "port", o.name)
+	}
+}
+
+// rebuildAfterStop builds new sockets once the ring that is stopping has
+// left the data path: sockets built before might lend buffers of that
+// ring, which its stop would then forget while the kernel holds them.
+// vhost takes the ring away right after OnRxStop returns, so seeing it
+// not running (or, if it restarted at once, a second's wait) is enough.
+func (o *ownerSockets) rebuildAfterStop(index int) {
+	q := o.dev.Queue(index)
+	for end := time.Now().Add(time.Second); q.Running() && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if l := o.dev.MemoryLayout(); l != nil {
+		o.build(l.Generation())
 	}
 }
 
@@ -149,6 +194,12 @@ func (o *ownerSockets) build(gen uint64) {
 	if l == nil || l.Generation() != gen || o.gen == gen || o.failed == gen {
 		return
 	}
+	if o.umem != nil {
+		// Bound on another table (a rebuild after a ring stop raced
+		// with a memory change): never bind twice, the old sockets
+		// would hold the queues.
+		o.teardown("a newer memory table")
+	}
 	nic := sw.nicOn(o.own.Ifname)
 	if nic == nil || nic.bound == nil {
 		slog.Warn("vhost: owned queues have no NIC port to sit in yet; the VM's frames take the copy path",
@@ -186,8 +237,11 @@ func (o *ownerSockets) bind(l *vhost.MemoryLayout, nic *nicPort) error {
 		return fmt.Errorf("registering %d bytes of guest memory as a UMEM: %w", l.Len(), err)
 	}
 	o.umem, o.socks, o.nic, o.steer = u, map[int]*xsk.Socket{}, nic, nic.bound.steer
-	cfg := xsk.SocketConfig{Mode: socketMode(nic.spec.Mode), NoTX: true, RXSize: ownerRing, FillSize: ownerRing, Frames: ownerFrames}
-	for _, q := range o.own.Queues {
+	o.zc = map[int]*zcRx{}
+	// ManualFill: the zero-copy path decides what goes on the fill ring,
+	// the guest's buffers or the switch area's (vmzerocopy.go).
+	cfg := xsk.SocketConfig{Mode: socketMode(nic.spec.Mode), NoTX: true, RXSize: ownerRing, FillSize: ownerRing, Frames: ownerFrames, ManualFill: true}
+	for i, q := range o.own.Queues {
 		if q >= len(nic.queues) {
 			return fmt.Errorf("queue %d: the NIC port has %d queues", q, len(nic.queues))
 		}
@@ -196,8 +250,22 @@ func (o *ownerSockets) bind(l *vhost.MemoryLayout, nic *nicPort) error {
 			return fmt.Errorf("queue %d: %w", q, err)
 		}
 		o.socks[q] = s
+		nic.ownerSocks.add(s)
+		z := o.newZC(l, s, i)
+		if z != nil {
+			if err := z.watch(nic.queues[q].epfd); err != nil {
+				return fmt.Errorf("queue %d: the zero-copy path's timer: %w", q, err)
+			}
+			o.zc[q] = z
+			z.service() // lends what the guest posted already
+		} else {
+			s.Refill() // the copy path only
+		}
 		if err := o.steer.SetSocket(uint32(q), s.FD()); err != nil {
 			return fmt.Errorf("queue %d: %w", q, err)
+		}
+		if z != nil {
+			nic.queues[q].zc.Store(z)
 		}
 		nic.queues[q].attach(s)
 	}
@@ -214,18 +282,30 @@ func (o *ownerSockets) teardown(why string) {
 	var discarded uint64
 	for q, s := range o.socks {
 		_ = o.steer.RemoveSocket(uint32(q)) // ErrClosed: the NIC's program is gone already
+		o.nic.queues[q].zc.CompareAndSwap(o.zc[q], nil)
 		if !o.nic.queues[q].detachWait(s, time.Second) {
 			slog.Error("vhost: a NIC worker did not let go of an owned queue's socket in 1 s", "port", o.name, "queue", q)
 			continue
 		}
 		discarded += drainRX(s)
 	}
+	for q, s := range o.socks {
+		o.nic.ownerSocks.retire(s) // before the UMEM closes them
+		if z := o.zc[q]; z != nil {
+			z.unwatch(o.nic.queues[q].epfd)
+		}
+	}
 	o.nic.events.ownerDiscarded.Add(discarded)
 	if err := o.umem.Close(); err != nil {
 		slog.Warn("vhost: closing the owned queues' UMEM", "port", o.name, "err", err)
 	}
+	// Closed: the kernel writes no lent guest buffer any more, so the
+	// VM's queues may give them back (empty) to the guest.
+	for _, z := range o.zc {
+		z.abandon(z.vmq.Receiver())
+	}
 	slog.Info("vhost: owned NIC queues unbound", "port", o.name, "why", why, "generation", o.gen)
-	o.umem, o.socks, o.nic, o.steer, o.gen = nil, nil, nil, nil, 0
+	o.umem, o.socks, o.nic, o.steer, o.gen, o.zc = nil, nil, nil, nil, 0, nil
 }
 
 // state is what show ports says of the owned queues' sockets: "bound"

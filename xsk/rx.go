@@ -43,7 +43,9 @@ func (s *Socket) Receive(descs []Desc) int {
 	if s.rx == nil || len(descs) == 0 {
 		return 0
 	}
-	s.Refill()
+	if !s.cfg.ManualFill {
+		s.Refill()
+	}
 	idx, got := s.rx.peek(uint32(len(descs)))
 	if got == 0 {
 		if s.busy || (s.wakeup && s.fill.needWakeup()) {
@@ -95,7 +97,9 @@ func (s *Socket) Release(descs []Desc) {
 	for i := range descs {
 		s.alloc.put(descs[i].Addr)
 	}
-	s.Refill()
+	if !s.cfg.ManualFill {
+		s.Refill()
+	}
 }
 
 // AllocFrame takes a free frame from the socket's stash, for a caller that

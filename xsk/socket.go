@@ -60,6 +60,10 @@ type SocketConfig struct {
 	TXBudget uint32
 	// BusyPoll enables busy polling when Usecs > 0.
 	BusyPoll BusyPoll
+	// ManualFill: Bind, Receive and Release never move the socket's own
+	// frames to the fill ring; the caller does, with RefillUpTo, and may
+	// post addresses of its own with PostFill (fillmanual.go).
+	ManualFill bool
 }
 
 // BusyPoll configures SO_PREFER_BUSY_POLL, SO_BUSY_POLL (microseconds) and
@@ -180,7 +184,7 @@ func (u *UMEM) Bind(ifindex, queue int, cfg SocketConfig) (*Socket, error) {
 	s.frameCap = u.cfg.FrameSize
 	s.pollFDs[0].Fd = int32(s.fd)
 	u.sockets = append(u.sockets, s)
-	if s.rx != nil {
+	if s.rx != nil && !cfg.ManualFill {
 		s.Refill()
 	}
 	return s, nil

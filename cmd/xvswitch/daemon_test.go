@@ -146,20 +146,21 @@ func (d *runningDaemon) cpuTicks(t *testing.T) int64 {
 	return u + s
 }
 
-// checkBalance: across the switch, received + flood copies = transmitted + dropped.
+// checkBalance: across the switch, received + flood copies + segment
+// copies (docs/offloads.md) = transmitted + dropped.
 func checkBalance(t *testing.T, st []ctl.PortCounters) {
 	t.Helper()
 	var rx, tx, dropped, flood uint64
 	for _, p := range st {
 		rx += p.RxPackets
 		tx += p.TxPackets
-		flood += p.FloodCopies
+		flood += p.FloodCopies + p.SegmentCopies
 		for _, n := range p.Drops {
 			dropped += n
 		}
 	}
 	if rx == 0 || rx+flood != tx+dropped {
-		t.Errorf("accounting: rx %d + flood copies %d != tx %d + dropped %d: %+v", rx, flood, tx, dropped, st)
+		t.Errorf("accounting: rx %d + flood and segment copies %d != tx %d + dropped %d: %+v", rx, flood, tx, dropped, st)
 	}
 }
 

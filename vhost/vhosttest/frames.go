@@ -14,14 +14,21 @@ import "github.com/xvswitch/xvswitch/virtionet"
 // full.
 func (f *FrontEnd) Send(p int, frames ...[]byte) int {
 	f.t.Helper()
+	return f.SendWithHeader(p, virtionet.Header{}, frames...)
+}
+
+// SendWithHeader is Send with header h (num_buffers aside) in front of
+// every frame: a guest's offload requests (NEEDS_CSUM, GSO).
+func (f *FrontEnd) SendWithHeader(p int, h virtionet.Header, frames ...[]byte) int {
+	f.t.Helper()
 	r := f.TxRing(p)
 	sent := 0
 	for _, fr := range frames {
-		if !f.sendOne(r, fr) {
+		if !f.sendOne(r, h, fr) {
 			if _, err := r.Reap(); err != nil {
 				f.t.Fatalf("queue pair %d TX: %v", p, err)
 			}
-			if !f.sendOne(r, fr) {
+			if !f.sendOne(r, h, fr) {
 				break
 			}
 		}
@@ -34,10 +41,12 @@ func (f *FrontEnd) Send(p int, frames ...[]byte) int {
 }
 
 // sendOne makes one frame available, or reports that the ring is full.
-func (f *FrontEnd) sendOne(r *Ring, fr []byte) bool {
+func (f *FrontEnd) sendOne(r *Ring, h virtionet.Header, fr []byte) bool {
 	f.t.Helper()
 	g := f.guestAlive()
 	msg := make([]byte, virtionet.HeaderLen+len(fr))
+	h.NumBuffers = 0
+	h.Encode(msg)
 	copy(msg[virtionet.HeaderLen:], fr)
 	var bufs []Buf
 	var gpas []uint64
@@ -81,6 +90,9 @@ type Received struct {
 	// NumBuffers is the header's num_buffers: how many RX buffers the
 	// frame spans (1 without MRG_RXBUF).
 	NumBuffers uint16
+	// Header is the frame's whole virtio-net header (its offload fields:
+	// a partial checksum, a GSO frame).
+	Header virtionet.Header
 	// Len is the bytes the device wrote, header included, over all the
 	// frame's buffers.
 	Len int
@@ -97,6 +109,10 @@ type partialRx struct {
 	rx   Received
 	left int
 }
+
+// EmptyRx is how many of queue pair p's RX buffers came back used with
+// length 0 (no frame) so far.
+func (f *FrontEnd) EmptyRx(p int) int { return f.RxRing(p).empty }
 
 // Receive reaps queue pair p's RX ring and returns the frames completed so
 // far, joining the buffers of a merged frame (MRG_RXBUF), and takes the
@@ -118,6 +134,13 @@ func (f *FrontEnd) Receive(p int) []Received {
 		}
 		b := append([]byte(nil), g.mem.Bytes(bufs[i][0], uint64(c.Len))...)
 		g.release(bufs[i])
+		if r.partial == nil && len(b) == 0 {
+			// An empty receive: a device giving a buffer back unused (as
+			// the zero-copy path does after its socket closed). Linux
+			// recycles such a buffer; so does this front-end (EmptyRx).
+			r.empty++
+			continue
+		}
 		if r.partial == nil {
 			if len(b) < virtionet.HeaderLen {
 				f.t.Fatalf("queue pair %d RX: %d bytes, shorter than the header", p, len(b))
@@ -126,7 +149,8 @@ func (f *FrontEnd) Receive(p int) []Received {
 			if nb > r.Config().Size {
 				f.t.Fatalf("queue pair %d RX: num_buffers %d on a ring of %d", p, nb, r.Config().Size)
 			}
-			r.partial = &partialRx{rx: Received{NumBuffers: nb}, left: max(int(nb), 1)}
+			r.partial = &partialRx{rx: Received{NumBuffers: nb, Header: virtionet.DecodeHeader(b[:virtionet.HeaderLen])},
+				left: max(int(nb), 1)}
 			b = b[virtionet.HeaderLen:]
 			r.partial.rx.Len = virtionet.HeaderLen
 		}

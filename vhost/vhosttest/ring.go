@@ -31,6 +31,7 @@ type Ring struct {
 
 	owned   map[uint16][]uint64 // chain id -> pool buffers it holds
 	partial *partialRx          // a merged RX frame still missing buffers
+	empty   int                 // RX buffers given back with length 0 (EmptyRx)
 	base    uint32              // the SET_VRING_BASE it was last set up with
 }
 

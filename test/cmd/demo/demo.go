@@ -127,8 +127,8 @@ func demo(s *session, opt options, o *outcome) {
 		verdict = "!="
 		s.Errorf("the switch's counters do not balance")
 	}
-	s.step("the switch's ledger: rx + flood copies = tx + drops, every frame forwarded or dropped with a reason: %d + %d %s %d + %d",
-		l.Rx, l.FloodCopies, verdict, l.Tx, l.Drops)
+	s.step("the switch's ledger: rx + flood copies + segment copies = tx + drops, every frame forwarded or dropped with a reason: %d + %d + %d %s %d + %d",
+		l.Rx, l.FloodCopies, l.SegmentCopies, verdict, l.Tx, l.Drops)
 
 	if opt.interactive {
 		tryNext(s, x, o)

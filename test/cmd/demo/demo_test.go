@@ -136,7 +136,7 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	if !o.Ledger.balanced() || o.Ledger != balance(o.Stats) {
-		t.Errorf("counters: %+v from %+v: want rx + flood copies = tx + drops", o.Ledger, o.Stats)
+		t.Errorf("counters: %+v from %+v: want rx + flood copies + segment copies = tx + drops", o.Ledger, o.Stats)
 	}
 	// Both streams crossed both ports: each port sent at least a
 	// stream's bytes (the switch counts frames, headers included).
