@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/xvswitch/xvswitch/portspec"
+	"github.com/xvswitch/xvswitch/virtionet"
 )
 
 // tagged is frame with an 802.1Q tag of vid after its MACs.
@@ -239,4 +240,23 @@ func newVLANBurstRig(tb testing.TB) *burstRig {
 		r.frames = append(r.frames, ethFrame(0x0200_0000_0002, 0x0200_0000_0001, "0123456789012345678901234567890123456789012345678901"))
 	}
 	return r
+}
+
+// TestRetagMovesOffload: a guest's partial checksum (csum_start from the
+// frame's first byte) moves with a pushed or popped tag.
+func TestRetagMovesOffload(t *testing.T) {
+	plain := ethFrame(0x0200_0000_0002, 0x0200_0000_0001, "payload payload payload")
+	var b Burst
+	var tv tagViews
+	b.SetOne(0, plain)
+	b.f[0].off = virtionet.MakeOffload(virtionet.Header{Flags: virtionet.FlagNeedsCsum, CsumStart: 34, CsumOffset: 16})
+	tv.set(0, 9, false, false)
+	sw := tv.retag(&b, 1, newPortVLAN(portspec.VLANs{Trunks: []int{9}}))
+	if got := b.Frame(0).off.CsumStart(); sw != 1 || got != 38 {
+		t.Fatalf("pushed: swapped %b, csum_start %d, want 38", sw, got)
+	}
+	tv.swap(&b, sw)
+	if got := b.Frame(0).off.CsumStart(); got != 34 {
+		t.Fatalf("own view: csum_start %d, want 34", got)
+	}
 }

@@ -1,5 +1,7 @@
 package vswitch
 
+import "github.com/xvswitch/xvswitch/virtionet"
+
 // Pushing and popping tags. A frame leaves each output port with the tag
 // that port wants (portVLAN.tagged): none, or one of the frame's VLAN.
 // Every egress of the switch copies (into a guest's RX buffers, into a
@@ -16,7 +18,9 @@ package vswitch
 // the frame's own view is what the ingress queue and the next port see.
 // A pushed tag makes the frame 4 bytes longer, and Len says so: the
 // output queue checks it against the MTU and the buffers it copies into
-// (too_long, guest_buffer_too_small), as for any frame.
+// (too_long, guest_buffer_too_small), as for any frame. A guest's offload
+// metadata (csum_start, hdr_len: virtionet.Offload.Moved) moves with the
+// tag, so a partial checksum or a segmentation is done at the right place.
 
 // tagViews is a worker's per-burst state for tags: each frame's VLAN and
 // tag as classified at ingress, and the retagged views built so far.
@@ -32,6 +36,9 @@ type tagViews struct {
 	// segs[i] backs alt[i]'s segments; it grows (an allocation) only
 	// for a frame of more segments than any before it on this worker.
 	segs [MaxBurst][][]byte
+	// off and own are frame i's own offload metadata and length.
+	off [MaxBurst]virtionet.Offload
+	own [MaxBurst]int
 }
 
 // reset forgets the previous burst's views.
@@ -73,6 +80,9 @@ func (t *tagViews) retag(b *Burst, m Mask, out *portVLAN) Mask {
 			a.segs[0] = t.prefix[i][:ethHeaderLen-2]
 		}
 		a.len = body + len(a.segs[0])
+		// Offload metadata (csum_start, hdr_len) counts from the first
+		// byte: it moves with the tag.
+		a.off = t.off[i].Moved(a.len - t.own[i])
 		swapped |= bit
 	}
 	t.swap(b, swapped)
@@ -120,6 +130,7 @@ func (t *tagViews) build(b *Burst, i int) {
 		off = 0
 	}
 	t.segs[i] = segs
+	t.off[i], t.own[i] = f.off, f.len
 	a := *f // other fields of the frame travel with it
 	a.segs = segs
 	a.len = f.len - skip + ethHeaderLen - 2
