@@ -64,8 +64,14 @@ func (s *Steering) Policy() (Policy, error) {
 	return policyFromC(c), nil
 }
 
-func macKey(mac net.HardwareAddr) (steerXvsMac, error) {
-	var k steerXvsMac
+func macKey(mac net.HardwareAddr) (steerXvsMac, error) { return macVLANKey(mac, 0) }
+
+// macVLANKey is the `macs` key of mac in VLAN vlan.
+func macVLANKey(mac net.HardwareAddr, vlan uint16) (steerXvsMac, error) {
+	k := steerXvsMac{Vlan: vlan}
+	if vlan > MaxVLAN {
+		return k, fmt.Errorf("%w: VLAN %d: want 0..%d", ErrMAC, vlan, MaxVLAN)
+	}
 	if len(mac) != 6 {
 		return k, fmt.Errorf("%w: %q is not 6 bytes", ErrMAC, mac.String())
 	}
@@ -81,11 +87,21 @@ func macKey(mac net.HardwareAddr) (steerXvsMac, error) {
 	return k, nil
 }
 
-// AddMAC makes frames to mac the switch's (in ModeMAC); port is recorded
-// beside it for people reading `bpftool map dump` (the program ignores it).
-// Adding a MAC again updates its port.
+// MaxVLAN is the highest VLAN id a MAC can be steered in.
+const MaxVLAN = 4094
+
+// AddMAC makes frames to mac the switch's (in ModeMAC), untagged frames
+// on a NIC whose Policy.NativeVLAN is 0: AddVLANMAC(mac, 0, port).
 func (s *Steering) AddMAC(mac net.HardwareAddr, port uint32) error {
-	k, err := macKey(mac)
+	return s.AddVLANMAC(mac, 0, port)
+}
+
+// AddVLANMAC makes frames to mac in VLAN vlan the switch's (in ModeMAC):
+// frames tagged vlan, or untagged when vlan is the Policy's NativeVLAN.
+// port is recorded beside it for people reading `bpftool map dump` (the
+// program ignores it). Adding a MAC again updates its port.
+func (s *Steering) AddVLANMAC(mac net.HardwareAddr, vlan uint16, port uint32) error {
+	k, err := macVLANKey(mac, vlan)
 	if err != nil {
 		return err
 	}
@@ -104,9 +120,12 @@ func (s *Steering) AddMAC(mac net.HardwareAddr, port uint32) error {
 	return nil
 }
 
-// RemoveMAC stops steering frames to mac.
-func (s *Steering) RemoveMAC(mac net.HardwareAddr) error {
-	k, err := macKey(mac)
+// RemoveMAC stops steering frames to mac in VLAN 0.
+func (s *Steering) RemoveMAC(mac net.HardwareAddr) error { return s.RemoveVLANMAC(mac, 0) }
+
+// RemoveVLANMAC stops steering frames to mac in VLAN vlan.
+func (s *Steering) RemoveVLANMAC(mac net.HardwareAddr, vlan uint16) error {
+	k, err := macVLANKey(mac, vlan)
 	if err != nil {
 		return err
 	}
@@ -124,7 +143,8 @@ func (s *Steering) RemoveMAC(mac net.HardwareAddr) error {
 	return nil
 }
 
-// MACs returns the MAC map: address (net.HardwareAddr.String form) to port.
+// MACs returns the MAC map: address (net.HardwareAddr.String form) to
+// port; an address in a VLAN other than 0 is "ADDRESS/VLAN".
 func (s *Steering) MACs() (map[string]uint32, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,7 +156,11 @@ func (s *Steering) MACs() (map[string]uint32, error) {
 	var v steerXvsMacOwner
 	it := s.objs.Macs.Iterate()
 	for it.Next(&k, &v) {
-		out[net.HardwareAddr(k.Addr[:]).String()] = v.Port
+		name := net.HardwareAddr(k.Addr[:]).String()
+		if k.Vlan != 0 {
+			name += fmt.Sprintf("/%d", k.Vlan)
+		}
+		out[name] = v.Port
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("bpf: list MACs of %s: %w", s.ifname, err)

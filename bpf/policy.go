@@ -45,7 +45,15 @@ type Policy struct {
 	// Multicast, in ModeMAC, steers frames to other group addresses
 	// (I/G bit set), e.g. 01:00:5e:... and 33:33:....
 	Multicast bool
+	// NativeVLAN, in ModeMAC, is the VLAN untagged frames are looked up
+	// in (AddVLANMAC): 0 for a NIC without VLAN settings, NoVLAN for a
+	// trunk without a native VLAN (untagged frames are never steered).
+	NativeVLAN uint16
 }
+
+// NoVLAN is Policy.NativeVLAN for a NIC whose untagged frames are in no
+// VLAN: no MAC of the map matches them.
+const NoVLAN = 0xffff
 
 func (p Policy) String() string {
 	return fmt.Sprintf("mode=%s broadcast=%t multicast=%t", p.Mode, p.Broadcast, p.Multicast)
@@ -60,7 +68,7 @@ func (p Policy) validate() error {
 }
 
 func (p Policy) toC() steerXvsConfig {
-	c := steerXvsConfig{Mode: steerXvsMode(p.Mode)}
+	c := steerXvsConfig{Mode: steerXvsMode(p.Mode), NativeVlan: p.NativeVLAN}
 	if p.Broadcast {
 		c.Broadcast = 1
 	}
@@ -71,5 +79,5 @@ func (p Policy) toC() steerXvsConfig {
 }
 
 func policyFromC(c steerXvsConfig) Policy {
-	return Policy{Mode: Mode(c.Mode), Broadcast: c.Broadcast != 0, Multicast: c.Multicast != 0}
+	return Policy{Mode: Mode(c.Mode), Broadcast: c.Broadcast != 0, Multicast: c.Multicast != 0, NativeVLAN: c.NativeVlan}
 }

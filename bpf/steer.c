@@ -8,7 +8,9 @@
  * `xsks`) only the frames the switch owns, and passes everything else to
  * the kernel, so the host keeps using the same NIC. What the switch owns is
  * the interface's policy in `config`: nothing, everything, or frames whose
- * destination MAC is one of the VMs' (the hash map `macs`) plus, if asked,
+ * destination MAC is one of the VMs' in the frame's VLAN (the hash map
+ * `macs`, keyed by VLAN and MAC: the id of the frame's one 802.1Q tag, or
+ * the interface's native VLAN for an untagged frame) plus, if asked,
  * broadcast and multicast. Group frames the host needs to stay reachable on
  * the NIC are the host's even then: in the MAC mode, an ARP packet or an
  * IPv6 Neighbor Solicitation whose target is one of the host's own
@@ -53,13 +55,17 @@ struct xvs_config {
 	enum xvs_mode mode;
 	__u8 broadcast; /* MAC mode: steer ff:ff:ff:ff:ff:ff too */
 	__u8 multicast; /* MAC mode: steer other group addresses too */
-	__u8 pad[2];
+	/* MAC mode: the VLAN of untagged (and priority-tagged) frames in
+	 * `macs` keys: 0 on a NIC without VLAN settings; 0xffff for a trunk
+	 * without a native VLAN, whose untagged frames match no key. */
+	__u16 native_vlan;
 };
 
-/* Key of `macs`: padded to 8 bytes so keys compare whole; pad is zero. */
+/* Key of `macs`: a MAC in a VLAN (0-4094, host order), 8 bytes with no
+ * padding, so keys compare whole. */
 struct xvs_mac {
 	__u8 addr[ETH_ALEN];
-	__u8 pad[2];
+	__u16 vlan;
 };
 
 /* Value of `macs`: the switch port that owns the MAC, for people reading
@@ -178,10 +184,14 @@ struct {
 } counters SEC(".maps");
 
 /* Whether the switch owns a frame with this destination, under cfg; sets
- * *bcast or *mcast for group addresses, whatever the answer. */
-static __always_inline int owned(const struct xvs_config *cfg, const __u8 *dst,
+ * *bcast or *mcast for group addresses, whatever the answer. The caller
+ * has checked that an Ethernet header is there. */
+static __always_inline int owned(const struct xvs_config *cfg, void *data, void *data_end,
 				 int *bcast, int *mcast)
 {
+	const struct ethhdr *eth = data;
+	const __u8 *dst = eth->h_dest;
+
 	if (dst[0] & 1) { /* I/G bit: a group address */
 		if ((dst[0] & dst[1] & dst[2] & dst[3] & dst[4] & dst[5]) == 0xff)
 			*bcast = 1;
@@ -196,8 +206,16 @@ static __always_inline int owned(const struct xvs_config *cfg, const __u8 *dst,
 		return cfg->broadcast;
 	if (*mcast)
 		return cfg->multicast;
-	struct xvs_mac key = {};
+	struct xvs_mac key = {.vlan = cfg->native_vlan};
 	__builtin_memcpy(key.addr, dst, ETH_ALEN);
+	/* One 802.1Q tag: its id is the frame's VLAN, as the switch sees it
+	 * (vswitch/vlan.go); a priority tag (id 0) is untagged. */
+	const struct vlan_hdr *vh = data + ETH_HLEN;
+	if (eth->h_proto == bpf_htons(ETH_P_8021Q) && (void *)(vh + 1) <= data_end) {
+		__u16 id = bpf_ntohs(vh->h_vlan_TCI) & 0x0fff;
+		if (id)
+			key.vlan = id;
+	}
 	return bpf_map_lookup_elem(&macs, &key) != 0;
 }
 
@@ -282,7 +300,7 @@ int xvs_steer(struct xdp_md *ctx)
 	}
 	const struct ethhdr *eth = data;
 	int bcast = 0, mcast = 0;
-	if (!owned(cfg, eth->h_dest, &bcast, &mcast)) {
+	if (!owned(cfg, data, data_end, &bcast, &mcast)) {
 		if ((bcast | mcast) && cfg->mode == XVS_MODE_MAC)
 			c->group_passed++;
 		else

@@ -14,11 +14,11 @@ import (
 )
 
 type steerXvsConfig struct {
-	_         structs.HostLayout
-	Mode      steerXvsMode
-	Broadcast uint8
-	Multicast uint8
-	Pad       [2]uint8
+	_          structs.HostLayout
+	Mode       steerXvsMode
+	Broadcast  uint8
+	Multicast  uint8
+	NativeVlan uint16
 }
 
 type steerXvsCounters struct {
@@ -54,7 +54,7 @@ type steerXvsIp6 struct {
 type steerXvsMac struct {
 	_    structs.HostLayout
 	Addr [6]uint8
-	Pad  [2]uint8
+	Vlan uint16
 }
 
 type steerXvsMacOwner struct {

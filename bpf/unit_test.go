@@ -116,8 +116,14 @@ func TestSpecMatchesConstants(t *testing.T) {
 func TestMACKey(t *testing.T) {
 	good, _ := net.ParseMAC("02:11:22:33:44:55")
 	k, err := macKey(good)
-	if err != nil || k.Addr != [6]uint8{2, 0x11, 0x22, 0x33, 0x44, 0x55} || k.Pad != [2]uint8{} {
+	if err != nil || k.Addr != [6]uint8{2, 0x11, 0x22, 0x33, 0x44, 0x55} || k.Vlan != 0 {
 		t.Fatalf("macKey(%s) = %+v, %v", good, k, err)
+	}
+	if k, err := macVLANKey(good, 4094); err != nil || k.Vlan != 4094 {
+		t.Fatalf("macVLANKey(%s, 4094) = %+v, %v", good, k, err)
+	}
+	if _, err := macVLANKey(good, 4095); !errors.Is(err, ErrMAC) {
+		t.Errorf("macVLANKey(%s, 4095) = %v, want ErrMAC", good, err)
 	}
 	for _, s := range []string{"ff:ff:ff:ff:ff:ff", "01:00:5e:00:00:01", "33:33:00:00:00:01", "00:00:00:00:00:00"} {
 		m, _ := net.ParseMAC(s)

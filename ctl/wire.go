@@ -61,11 +61,16 @@ type PortInfo struct {
 	Queues int    `json:"queues"`
 	Detail string `json:"detail"` // interface and XDP/AF_XDP mode, or socket path and negotiated ring
 	Peer   string `json:"xconnect,omitempty"`
+	// VLAN is the port's VLAN settings as its spec writes them
+	// ("vlan=10", "trunk=10+20", "vlan=5,trunk=10+20"); empty: none, the
+	// port carries every VLAN as it comes.
+	VLAN string `json:"vlan,omitempty"`
 }
 
 // FDBRow is one row of `xvswitch show fdb`: a MAC and the port it is on.
 type FDBRow struct {
 	MAC    string `json:"mac"`
+	VLAN   int    `json:"vlan"` // 0: untagged on ports without VLAN settings
 	Port   string `json:"port"`
 	Static bool   `json:"static"`
 	Age    uint32 `json:"age_seconds"`

@@ -22,7 +22,7 @@ const (
 	CsumOff  NICCsum = "off"
 )
 
-// NIC is an AF_XDP port: `IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,name=NAME]`.
+// NIC is an AF_XDP port: `IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,vlan=N][,trunk=N+M+...][,name=NAME]`.
 type NIC struct {
 	Name   string  `json:"name"`
 	Ifname string  `json:"ifname"`
@@ -34,6 +34,9 @@ type NIC struct {
 	// Csum (csum=auto|fix|off) is whether received TCP and UDP get their
 	// checksums completed; auto (empty) fixes them on a veth only.
 	Csum NICCsum `json:"csum,omitempty"`
+	// VLANs (vlan=N, trunk=N+M+...) are the port's 802.1Q settings: a
+	// trunk's VLANs are tagged on the wire, vlan=N is untagged there.
+	VLANs
 }
 
 // ParseNIC parses a --nic value.
@@ -72,7 +75,13 @@ func ParseNIC(s string) (NIC, error) {
 		case "name":
 			n.Name = v
 		default:
-			return NIC{}, fmt.Errorf("%w: unknown option %q: want queues=N, mode=auto|copy|zerocopy, csum=auto|fix|off, maxmacs=N or name=NAME", ErrBadSpec, k)
+			if ok, err := parseVLANOption(k, v, &n.VLANs); ok {
+				if err != nil {
+					return NIC{}, err
+				}
+				continue
+			}
+			return NIC{}, fmt.Errorf("%w: unknown option %q: want queues=N, mode=auto|copy|zerocopy, csum=auto|fix|off, maxmacs=N, vlan=N, trunk=N+M+... or name=NAME", ErrBadSpec, k)
 		}
 	}
 	// 15 is IFNAMSIZ less its NUL.

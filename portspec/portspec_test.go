@@ -34,7 +34,7 @@ func TestParseNIC(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got != tc.want {
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%q: got %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
 	}
@@ -43,7 +43,7 @@ func TestParseNIC(t *testing.T) {
 func TestParseVhost(t *testing.T) {
 	got, err := ParseVhost("/run/vm1.sock,client,queues=2,mac=52:54:00:AA:00:01")
 	want := Vhost{Name: "vm1", Path: "/run/vm1.sock", Client: true, Queues: 2, MAC: "52:54:00:aa:00:01"}
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, %v; want %+v", got, err, want)
 	}
 	got, err = ParseVhost("/run/vm2.sock,mode=0600,group=0")
@@ -147,7 +147,8 @@ func TestErrorsSayWhatIsAccepted(t *testing.T) {
 		err  error
 		want string
 	}{
-		{second(ParseNIC("eth0,colour=red")), `bad port spec: unknown option "colour": want queues=N, mode=auto|copy|zerocopy, csum=auto|fix|off, maxmacs=N or name=NAME`},
+		{second(ParseNIC("eth0,colour=red")), `bad port spec: unknown option "colour": want queues=N, mode=auto|copy|zerocopy, csum=auto|fix|off, maxmacs=N, vlan=N, trunk=N+M+... or name=NAME`},
+		{second(ParseVhost("/run/vm.sock,trunk=10+x")), `bad port spec: trunk="x": want VLAN ids 1..4094`},
 		{second(ParseNIC("averyveryverylongifname")), `bad port spec: interface name "averyveryverylongifname": longer than 15 characters`},
 		{second(ParseVhost("/run/vm.sock,queues=x")), `bad port spec: queues="x": want 1..256`},
 		{second(ParseVhost("/run/vm.sock,client=yes")), `bad port spec: client=yes: client takes no value`},

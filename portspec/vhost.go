@@ -9,7 +9,7 @@ import (
 )
 
 // Vhost is a vhost-user port:
-// `PATH[,client][,queues=N][,mac=MAC][,spoof=allow|drop][,maxmacs=N][,offloads=on|off][,own=IFNAME:Q[+Q]][,name=NAME][,mode=OCTAL][,group=NAME|GID]`.
+// `PATH[,client][,queues=N][,mac=MAC][,spoof=allow|drop][,maxmacs=N][,offloads=on|off][,own=IFNAME:Q[+Q]][,vlan=N][,trunk=N+M+...][,name=NAME][,mode=OCTAL][,group=NAME|GID]`.
 type Vhost struct {
 	Name   string `json:"name"`
 	Path   string `json:"path"`
@@ -30,6 +30,8 @@ type Vhost struct {
 	// Own (own=IFNAME:Q[+Q]) names the NIC queues this VM owns; nil
 	// when it owns none and all its NIC traffic takes the copy path.
 	Own *Own `json:"own,omitempty"`
+	// VLANs (vlan=N, trunk=N+M+...) are the port's 802.1Q settings.
+	VLANs
 	// Mode and GID are the socket file's permissions and group in server
 	// mode (default 0660 and root's group), e.g. group=kvm for QEMU
 	// running as an unprivileged user.
@@ -99,7 +101,13 @@ func ParseVhost(s string) (Vhost, error) {
 				return Vhost{}, fmt.Errorf("%w: group=%q: no such group (want a group name or GID): %v", ErrBadSpec, val, err)
 			}
 		default:
-			return Vhost{}, fmt.Errorf("%w: unknown option %q: want client, queues=N, mac=MAC, spoof=allow|drop, maxmacs=N, offloads=on|off, own=IFNAME:Q[+Q], name=NAME, mode=OCTAL or group=NAME|GID", ErrBadSpec, k)
+			if ok, err := parseVLANOption(k, val, &v.VLANs); ok {
+				if err != nil {
+					return Vhost{}, err
+				}
+				continue
+			}
+			return Vhost{}, fmt.Errorf("%w: unknown option %q: want client, queues=N, mac=MAC, spoof=allow|drop, maxmacs=N, offloads=on|off, own=IFNAME:Q[+Q], vlan=N, trunk=N+M+..., name=NAME, mode=OCTAL or group=NAME|GID", ErrBadSpec, k)
 		}
 	}
 	if v.Name == "" {
@@ -114,6 +122,12 @@ func ParseVhost(s string) (Vhost, error) {
 	// program needs the MAC to tell which frames those are.
 	if v.Own != nil && v.MAC == "" {
 		return Vhost{}, fmt.Errorf("%w: --vhost %q: own= needs mac=", ErrBadSpec, s)
+	}
+	// Frames on owned queues go from the wire into the VM's memory
+	// without the switch (docs/zerocopy.md): nothing there can push or
+	// pop a tag, so a VLAN port takes the copy path (docs/vlans.md).
+	if v.Own != nil && v.VLANs.IsSet() {
+		return Vhost{}, fmt.Errorf("%w: --vhost %q: own= cannot be combined with vlan= or trunk= (tags are pushed and popped on the copy path only)", ErrBadSpec, s)
 	}
 	return v, nil
 }

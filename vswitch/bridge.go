@@ -28,19 +28,19 @@ const (
 const noMAC = uint64(1) << 63
 
 // bridgeDest learns source sk on port in and returns where a frame from
-// sk to destination dk goes: a port index, destFlood or destHairpin.
+// sk to destination dk (FDB keys, FDBKey: MACs in the frame's VLAN) goes: a port index, destFlood or destHairpin.
 func (w *forwarder) bridgeDest(sk, dk uint64, in int, ports []*port) int {
 	f := w.fdb
 	// Learn and Lookup, with the table's probes inlined here.
-	if sk&groupBit == 0 && sk != 0 {
+	if sk&groupBit == 0 && sk&macMask != 0 {
 		s, e := f.find(sk)
 		f.learnFound(sk, in, s, e)
 	}
 	if dk&groupBit != 0 {
 		return destFlood
 	}
-	_, e := f.find(dk) // entryEmpty when unknown: port -1
-	p := entryPort(e)
+	v, _ := f.value(f.find(dk)) // 0 when unknown or changed: port -1
+	p := valPort(v)
 	switch {
 	case p < 0 || p >= len(ports) || ports[p] == nil:
 		return destFlood

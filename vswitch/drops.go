@@ -24,6 +24,9 @@ const (
 	DropGSOWithoutCsum             // a guest's GSO frame does not ask for its checksum (NEEDS_CSUM)
 	DropGSOTooLong                 // a guest's GSO frame is longer than 64 KiB plus headers
 	DropBadGSOHeaders              // a GSO frame's Ethernet/IP/TCP headers cannot be segmented (see offload.Segment)
+	DropVLANTagged                 // a tagged frame arrived on an access port (vlan=N alone)
+	DropVLANNotTrunked             // its VLAN is not one the port carries (trunk=)
+	DropVLANUntagged               // an untagged frame arrived on a trunk without a native VLAN
 	NumDrops
 )
 
@@ -45,6 +48,9 @@ var dropNames = [NumDrops]string{
 	DropGSOWithoutCsum: "gso_without_csum",
 	DropGSOTooLong:     "gso_too_long",
 	DropBadGSOHeaders:  "bad_gso_headers",
+	DropVLANTagged:     "vlan_tagged_on_access",
+	DropVLANNotTrunked: "vlan_not_in_trunk",
+	DropVLANUntagged:   "vlan_untagged_on_trunk",
 }
 
 // String is the reason's name in `show stats` and the metrics.

@@ -41,8 +41,8 @@ func (f *FDB) SetLimit(port, maxMACs int) {
 	var l *portMACs
 	if maxMACs > 0 {
 		l = &portMACs{max: int32(min(maxMACs, math.MaxInt32))}
-		for i := range f.entries {
-			if e := f.entries[i].Load(); e != entryEmpty && e != entryTombstone && e&entryStatic == 0 && entryPort(e) == port {
+		for i := range f.slots {
+			if v := f.slots[i].val.Load(); liveKey(f.slots[i].key.Load()) && v&valStatic == 0 && valPort(v) == port {
 				l.learned.Add(1)
 			}
 		}

@@ -17,7 +17,7 @@ type forwarder struct {
 	id      int
 	fdb     *FDB
 	fb      Burst
-	scratch [ethHeaderLen]byte
+	scratch [ethHeaderLen + vlanTagLen]byte
 	masks   []Mask // per port index: the frames of this burst going there
 	// rc and tc are the ingress and egress tallies; they live here, not on
 	// the stack, because passing a stack variable to an interface method
@@ -35,6 +35,9 @@ type forwarder struct {
 	// taps is the switch's table of running captures (capture.go), nil
 	// while none runs.
 	taps *atomic.Pointer[tapTable]
+	// tv is the burst's VLANs and retagged views (vlantag.go), used only
+	// while some port has VLAN settings.
+	tv tagViews
 }
 
 // forward moves one burst from in to its destinations and returns how many
@@ -60,7 +63,15 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 	peer := int(src.peer.Load()) - 1
 	ownMAC, srcCheck := src.mac, src.srcCheck
 	lastSrc, lastDst, last := noMAC, noMAC, destFlood
-	for i := 0; i < n; i++ {
+	// With VLANs the frames are classified by classifyVLANs instead
+	// (vlanforward.go), so this loop, the path of a switch without them,
+	// costs what it did before VLANs existed.
+	vlans, bridged := snap.vlans, n
+	if vlans {
+		flood = w.classifyVLANs(n, src, ports, masks, peer)
+		bridged = 0
+	}
+	for i := 0; i < bridged; i++ {
 		f := &w.fb.f[i]
 		rc.packets++
 		rc.bytes += uint64(f.len)
@@ -101,7 +112,9 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		rc.DropN(DropNoDest, masks[peer].Count())
 		masks[peer] = 0
 	}
-	if flood != 0 {
+	if flood != 0 && vlans {
+		w.floodVLAN(rc, flood, src, ports, masks)
+	} else if flood != 0 {
 		copies := 0
 		for p, out := range ports {
 			if out == nil || p == src.idx || out.peer.Load() != 0 {
@@ -137,7 +150,14 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 			w.owed -= m.Count()
 			continue
 		}
+		var retagged Mask
+		if vlans {
+			retagged = w.tv.retag(&w.fb, m, out.vlan)
+		}
 		w.transmit(snap, out, m) // egress.go
+		if retagged != 0 {
+			w.tv.swap(&w.fb, retagged) // the frames' own views again
+		}
 	}
 	rerr := in.q.Release(&w.fb)
 	w.inFlight = 0

@@ -28,6 +28,7 @@ func (s *Switch) Ports() []ctl.PortInfo {
 		}
 		pi := p.drv.Info()
 		pi.Name = p.name
+		pi.VLAN = p.vlan.spec.String()
 		if peer := int(p.peer.Load()) - 1; peer >= 0 && peer < len(s.ports) && s.ports[peer] != nil {
 			pi.Peer = s.ports[peer].name
 		}
@@ -46,9 +47,14 @@ func (s *Switch) FDB() []ctl.FDBRow {
 		if e.Port >= 0 && e.Port < len(s.ports) && s.ports[e.Port] != nil {
 			name = s.ports[e.Port].name
 		}
-		out = append(out, ctl.FDBRow{MAC: MACString(e.MAC), Port: name, Static: e.Static, Age: e.Age})
+		out = append(out, ctl.FDBRow{MAC: MACString(e.MAC), VLAN: int(e.VLAN), Port: name, Static: e.Static, Age: e.Age})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].MAC < out[j].MAC })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].MAC != out[j].MAC {
+			return out[i].MAC < out[j].MAC
+		}
+		return out[i].VLAN < out[j].VLAN
+	})
 	return out
 }
 

@@ -78,7 +78,9 @@ func bindNIC(spec portspec.NIC, queues int, owned func(q int) bool) (_ *nicBindi
 	// host keeps its unicast and every broadcast and multicast frame
 	// (router advertisements, DHCP replies, its groups, ARP and neighbour
 	// discovery), of which the switch takes copies through b.groups.
-	b.steer, err = bpf.Attach(spec.Ifname, bpf.Options{Policy: bpf.Policy{Mode: bpf.ModeMAC}})
+	// MACs are steered in their VLAN (syncMACs), untagged frames in the
+	// port's native one.
+	b.steer, err = bpf.Attach(spec.Ifname, bpf.Options{Policy: bpf.Policy{Mode: bpf.ModeMAC, NativeVLAN: nativeVLAN(spec.VLANs)}})
 	if err != nil {
 		return nil, err
 	}

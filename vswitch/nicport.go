@@ -71,7 +71,7 @@ func (s *Switch) AddNIC(spec portspec.NIC) error {
 	// guest sending from it cannot have it learned behind itself, which
 	// would make the NIC's program steer the host's unicast into the
 	// switch. (No source check: a NIC forwards a whole network's MACs.)
-	sec := security{mac: drv.bound.hostMAC, maxMACs: orDefault(spec.MaxMACs, DefaultNICMaxMACs)}
+	sec := security{mac: drv.bound.hostMAC, maxMACs: orDefault(spec.MaxMACs, DefaultNICMaxMACs), vlans: spec.VLANs}
 	if _, err := s.addSecuredPort(spec.Name, drv, sec); err != nil {
 		drv.Close()
 		return err
@@ -208,8 +208,9 @@ func (p *nicPort) Close() error {
 	return err
 }
 
-// setMACs makes the XDP MAC map hold exactly macs (nothing while the
-// interface is gone: the next program starts empty and gets them all).
+// setMACs makes the XDP MAC map hold exactly macs, FDB keys (FDBKey: a
+// MAC in a VLAN); nothing while the interface is gone: the next program
+// starts empty and gets them all.
 func (p *nicPort) setMACs(macs []uint64) error {
 	p.macMu.Lock()
 	defer p.macMu.Unlock()
@@ -224,7 +225,7 @@ func (p *nicPort) setMACs(macs []uint64) error {
 	var first error
 	for m := range want {
 		if !p.macs[m] {
-			if err := steer.AddMAC(macBytes(m), 0); err != nil {
+			if err := steer.AddVLANMAC(macBytes(m), uint16(m>>vlanShift), 0); err != nil {
 				first = err
 				continue
 			}
@@ -233,7 +234,7 @@ func (p *nicPort) setMACs(macs []uint64) error {
 	}
 	for m := range p.macs {
 		if !want[m] {
-			if err := steer.RemoveMAC(macBytes(m)); err != nil && first == nil {
+			if err := steer.RemoveVLANMAC(macBytes(m), uint16(m>>vlanShift)); err != nil && first == nil {
 				first = err
 			}
 			delete(p.macs, m)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xvswitch/xvswitch/ctl"
+	"github.com/xvswitch/xvswitch/portspec"
 )
 
 // port is a switch port: a driver, its queues, its counters.
@@ -26,6 +27,9 @@ type port struct {
 	// mac: all of them when the port may send only from it, else none
 	// (security.srcCheck).
 	srcCheck uint64
+	// vlan is the port's VLAN settings (vlan.go); never nil: a port
+	// without settings carries every VLAN.
+	vlan *portVLAN
 }
 
 // ingress is a polled queue with its counters.
@@ -43,7 +47,7 @@ type egress struct {
 }
 
 func newPort(idx int, name string, drv PortDriver) *port {
-	p := &port{idx: idx, name: name, drv: drv}
+	p := &port{idx: idx, name: name, drv: drv, vlan: newPortVLAN(portspec.VLANs{})}
 	iq, eq := drv.IngressQueues(), drv.EgressQueues()
 	p.stats = make([]QueueStats, max(len(iq), len(eq)))
 	for i, q := range iq {

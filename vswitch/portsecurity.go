@@ -30,6 +30,8 @@ type security struct {
 	// not mac (OVS port security, Hyper-V's MAC spoofing off). Only with
 	// a mac.
 	ownSource bool
+	// vlans are the VLANs it sends and receives in (vlan=, trunk=).
+	vlans portspec.VLANs
 }
 
 // srcCheck is the mask that forward applies to (source ^ mac): all 48

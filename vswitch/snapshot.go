@@ -13,6 +13,9 @@ type snapshot struct {
 	// nothing (-1: several may): it alone takes no egress lock
 	// (egress.go). With one worker it is always 0.
 	solo int
+	// vlans: some port has VLAN settings, so the forwarder classifies
+	// frames by VLAN (vlan.go); false, it switches everything in VLAN 0.
+	vlans bool
 }
 
 // soloWorker is the worker that alone polls anything (or 0 when none
@@ -48,6 +51,7 @@ func buildSnapshot(gen uint64, ports []*port, workers int) *snapshot {
 		if p == nil {
 			continue
 		}
+		s.vlans = s.vlans || p.vlan.spec.IsSet()
 		for _, in := range p.in {
 			s.polls[i%workers] = append(s.polls[i%workers], in)
 			i++

@@ -186,9 +186,14 @@ func (s *Switch) addSecuredPort(name string, drv PortDriver, sec security) (*por
 	p := newPort(idx, name, drv)
 	p.spread(len(s.workers))
 	p.mac, p.srcCheck = sec.mac, sec.srcCheck()
+	p.vlan = newPortVLAN(sec.vlans)
 	if sec.mac != 0 {
-		if err := s.fdb.AddStatic(sec.mac, idx); err != nil {
-			return nil, fmt.Errorf("vswitch: port %q: %w", name, err)
+		// In each VLAN the port's frames are in (its VLAN 0 if it has no
+		// settings).
+		for _, vid := range p.vlan.staticVLANs() {
+			if err := s.fdb.AddStatic(FDBKey(vid, sec.mac), idx); err != nil {
+				return nil, fmt.Errorf("vswitch: port %q: %w", name, err)
+			}
 		}
 	}
 	s.fdb.SetLimit(idx, sec.maxMACs)
@@ -244,10 +249,12 @@ func (s *Switch) syncMACs() {
 		if !ok {
 			continue
 		}
+		// FDB keys (FDBKey): the program steers each MAC in its VLAN,
+		// and only in the VLANs the NIC carries.
 		var macs []uint64
 		for _, e := range s.fdb.Entries() {
-			if e.Port != p.idx {
-				macs = append(macs, e.MAC)
+			if e.Port != p.idx && p.vlan.carries(e.VLAN) {
+				macs = append(macs, FDBKey(e.VLAN, e.MAC))
 			}
 		}
 		if err := st.setMACs(macs); err != nil {

@@ -112,7 +112,7 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		p.fromGuest = append(p.fromGuest, &vhostFromGuest{q: dev.TxQueue(i)})
 		p.toGuest = append(p.toGuest, &vhostToGuest{q: dev.RxQueue(i)})
 	}
-	sec := security{mac: key, maxMACs: orDefault(spec.MaxMACs, DefaultMaxMACs), ownSource: !spec.AllowSpoof}
+	sec := security{mac: key, maxMACs: orDefault(spec.MaxMACs, DefaultMaxMACs), ownSource: !spec.AllowSpoof, vlans: spec.VLANs}
 	if _, err := s.addSecuredPort(spec.Name, p, sec); err != nil {
 		dev.Close()
 		return err

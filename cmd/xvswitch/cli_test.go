@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,20 +28,21 @@ func TestCLIAddDelPort(t *testing.T) {
 	d := startDaemon(t, "--metrics", metrics)
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "vm-a.sock"), filepath.Join(dir, "vm-b.sock")
-	d.cli(t, "add-port", "--vhost", a+",mac=52:54:00:00:0a:01,mode=0640")
+	d.cli(t, "add-port", "--vhost", a+",mac=52:54:00:00:0a:01,mode=0640,vlan=10")
 	d.cli(t, "add-port", "--vhost", b+",queues=2,name=second")
 	var ports []ctl.PortInfo
 	if err := json.Unmarshal([]byte(d.cli(t, "show", "ports", "--json")), &ports); err != nil {
 		t.Fatal(err)
 	}
-	if len(ports) != 2 || ports[0].Name != "vm-a" || ports[1].Name != "second" || ports[1].Queues != 2 || ports[0].Kind != "vhost" {
+	if len(ports) != 2 || ports[0].Name != "vm-a" || ports[1].Name != "second" || ports[1].Queues != 2 || ports[0].Kind != "vhost" ||
+		ports[0].VLAN != "vlan=10" || ports[1].VLAN != "" {
 		t.Fatalf("ports: %+v", ports)
 	}
 	if out := d.cli(t, "show", "ports"); !strings.Contains(out, "second") || !strings.Contains(out, "waiting") {
 		t.Fatalf("show ports:\n%s", out)
 	}
-	// The configured MAC is a static FDB entry.
-	if out := d.cli(t, "show", "fdb"); !strings.Contains(out, "52:54:00:00:0a:01") || !strings.Contains(out, "static") {
+	// The configured MAC is a static FDB entry, in the port's VLAN.
+	if out := d.cli(t, "show", "fdb"); !regexp.MustCompile(`52:54:00:00:0a:01 +10 +vm-a +static`).MatchString(out) {
 		t.Fatalf("show fdb:\n%s", out)
 	}
 	if fi, err := os.Stat(a); err != nil || fi.Mode().Perm() != 0o640 {

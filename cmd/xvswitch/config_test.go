@@ -10,13 +10,16 @@ import (
 
 func TestParseRunFlagsAndFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "xvs.conf")
-	os.WriteFile(file, []byte("# demo\nnic veth0,queues=2\nvhost /run/vm1.sock,mac=52:54:00:00:00:01\nworkers 2\n"), 0o644)
+	os.WriteFile(file, []byte("# demo\nnic veth0,queues=2,trunk=10+20\nvhost /run/vm1.sock,mac=52:54:00:00:00:01,vlan=10\nworkers 2\n"), 0o644)
 	cfg, err := parseRun([]string{"--config", file, "--vhost", "/run/vm2.sock,client", "--xconnect", "veth0=vm2", "--workers", "3", "--cpus", "0-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.NICs) != 1 || cfg.NICs[0].Queues != 2 || len(cfg.Vhosts) != 2 || cfg.Vhosts[1].Name != "vm2" || !cfg.Vhosts[1].Client {
 		t.Fatalf("ports: %+v", cfg)
+	}
+	if cfg.Vhosts[0].Tag != 10 || len(cfg.NICs[0].Trunks) != 2 || cfg.NICs[0].Trunks[1] != 20 {
+		t.Fatalf("VLAN settings from the file: %+v", cfg)
 	}
 	if cfg.Workers != 3 || len(cfg.CPUs) != 2 || len(cfg.XConnects) != 1 {
 		t.Fatalf("flags did not override the file: %+v", cfg)
@@ -83,7 +86,7 @@ func TestConfigFileSyntax(t *testing.T) {
 		{"workers 2 3\n", ":1: workers 2 3: want a number of poll workers, 1..64"},
 		{"colour blue\n", `:1: unknown setting "colour"`},
 		{"worker 2\n", `:1: unknown setting "worker" (did you mean workers?)`},
-		{"nic\n", ":1: nic needs a value: IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,name=NAME]"},
+		{"nic\n", ":1: nic needs a value: IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,vlan=N][,trunk=N+M+...][,name=NAME]"},
 		{"config /etc/other.conf\n", ":1: config: a config file cannot include another"},
 	} {
 		os.WriteFile(file, []byte(tc.conf), 0o644)

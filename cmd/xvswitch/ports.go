@@ -45,9 +45,9 @@ type addPortCmd struct {
 
 func (c *addPortCmd) options() []option {
 	return []option{
-		c.spec("nic", "IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,name=NAME]", "an AF_XDP port on a NIC", &c.req.NIC,
+		c.spec("nic", "IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,vlan=N][,trunk=N+M+...][,name=NAME]", "an AF_XDP port on a NIC", &c.req.NIC,
 			func(s string) error { _, err := portspec.ParseNIC(s); return err }),
-		c.spec("vhost", "PATH[,client][,queues=N][,mac=MAC][,spoof=allow][,maxmacs=N][,offloads=off][,own=IFNAME:Q[+Q]][,name=NAME][,mode=0660][,group=kvm]", "a vhost-user port", &c.req.Vhost,
+		c.spec("vhost", "PATH[,client][,queues=N][,mac=MAC][,spoof=allow][,maxmacs=N][,offloads=off][,own=IFNAME:Q[+Q]][,vlan=N][,trunk=N+M+...][,name=NAME][,mode=0660][,group=kvm]", "a vhost-user port", &c.req.Vhost,
 			func(s string) error { _, err := portspec.ParseVhost(s); return err }),
 		ctlOption(&c.ctl),
 	}

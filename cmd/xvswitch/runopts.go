@@ -46,11 +46,11 @@ func newRunFlags() *runFlags {
 
 func (r *runFlags) options() []option {
 	return []option{
-		{section: "ports (each option repeats)", name: "nic", value: "IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,name=NAME]",
-			help: "an AF_XDP port on a NIC, one socket per queue (all its queues by default); mode=auto tries zero-copy and falls back to copy",
+		{section: "ports (each option repeats)", name: "nic", value: "IFNAME[,queues=N][,mode=auto|copy|zerocopy][,csum=auto|fix|off][,maxmacs=N][,vlan=N][,trunk=N+M+...][,name=NAME]",
+			help: "an AF_XDP port on a NIC, one socket per queue (all its queues by default); mode=auto tries zero-copy and falls back to copy; vlan and trunk: as for --vhost",
 			set:  r.addNIC},
-		{name: "vhost", value: "PATH[,client][,queues=N][,mac=MAC][,spoof=allow][,maxmacs=N][,offloads=off][,own=IFNAME:Q[+Q]][,name=NAME][,mode=0660][,group=kvm]",
-			help: "a vhost-user virtio-net port for a VM, named after its socket file; client: connect to QEMU's server=on socket and reconnect (the mode to use), otherwise serve the socket; own: the NIC queues the VM owns (needs mac=; docs/zerocopy.md); mode and group: the served socket file's permissions",
+		{name: "vhost", value: "PATH[,client][,queues=N][,mac=MAC][,spoof=allow][,maxmacs=N][,offloads=off][,own=IFNAME:Q[+Q]][,vlan=N][,trunk=N+M+...][,name=NAME][,mode=0660][,group=kvm]",
+			help: "a vhost-user virtio-net port for a VM, named after its socket file; client: connect to QEMU's server=on socket and reconnect (the mode to use), otherwise serve the socket; own: the NIC queues the VM owns (needs mac=; docs/zerocopy.md); mode and group: the served socket file's permissions; vlan=N: an access port, untagged on the port's side and in VLAN N in the switch; trunk=N+M+...: the VLANs it carries, tagged (with vlan=N, N is its native VLAN, untagged; docs/vlans.md)",
 			set:  appendParsed(&r.cfg.Vhosts, portspec.ParseVhost)},
 		{name: "xconnect", value: "NAME=NAME",
 			help: "cross-connect two ports: everything one receives goes out of the other (no learning, no flooding)",

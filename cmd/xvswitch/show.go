@@ -97,18 +97,18 @@ func printShow(w io.Writer, what string, resp ctl.Response, asJSON bool) error {
 	defer tw.Flush()
 	switch what {
 	case "ports":
-		fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tQUEUES\tXCONNECT\tDETAIL")
+		fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tQUEUES\tXCONNECT\tVLAN\tDETAIL")
 		for _, p := range resp.Ports {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Kind, p.State, p.Queues, dash(p.Peer), p.Detail)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Kind, p.State, p.Queues, dash(p.Peer), dash(p.VLAN), p.Detail)
 		}
 	case "fdb":
-		fmt.Fprintln(tw, "MAC\tPORT\tTYPE\tAGE")
+		fmt.Fprintln(tw, "MAC\tVLAN\tPORT\tTYPE\tAGE")
 		for _, e := range resp.FDB {
 			kind := "learned"
 			if e.Static {
 				kind = "static"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%ds\n", e.MAC, e.Port, kind, e.Age)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%ds\n", e.MAC, e.VLAN, e.Port, kind, e.Age)
 		}
 	case "workers":
 		fmt.Fprintln(tw, "WORKER\tCPU\tSLEEPS\tBUSY\tQUEUES")
