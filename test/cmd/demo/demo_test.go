@@ -157,7 +157,7 @@ func TestDemo(t *testing.T) {
 	if o.SwitchCmd != want || !strings.Contains(out.String(), "\n$ "+want+"\n") {
 		t.Errorf("xvswitch ran as %q, want %q, printed as such", o.SwitchCmd, want)
 	}
-	for _, s := range []string{"show ports --ctl", "NAME  KIND   STATE", "show stats --ctl", "csum_completed=", "show fdb --ctl", guestMAC + "  vm1   static", "demo done"} {
+	for _, s := range []string{"show ports --ctl", "NAME  KIND   STATE", "show stats --ctl", "csum_completed=", "show fdb --ctl", guestMAC + "  0     vm1   static", "demo done"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("demo output lacks %q", s)
 		}
