@@ -87,23 +87,7 @@ func runNICVM(t *testing.T, packed bool, xfer int, logf func(string, ...any)) *n
 	g := qemu.StartGuest(t, cfg)
 
 	// The host's side of the guest's upload listens before the guest dials.
-	var ln net.Listener
-	if err := v.NS.Do(func() (err error) { ln, err = net.Listen("tcp4", fmt.Sprintf("%s:%d", hostAddr, tcpToHost)); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan string, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- "accept: " + err.Error()
-			return
-		}
-		defer c.Close()
-		h := sha256.New()
-		n, err := io.Copy(h, c)
-		got <- fmt.Sprintf("%x/%d/%v", h.Sum(nil), n, err)
-	}()
+	got := tcpSink(t, v, hostAddr, tcpToHost)
 
 	if !g.WaitReady("from-host", 90*time.Second) {
 		t.Fatalf("the guest never got ready:\n%s", g.Wait().Console)
@@ -224,4 +208,28 @@ func TestNICToVM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tcpSink listens on addr:port in v's namespace (before the guest dials)
+// for one TCP stream and sends "sha256/bytes/error" of what it read.
+func tcpSink(t *testing.T, v *netns.Veth, addr string, port int) <-chan string {
+	t.Helper()
+	var ln net.Listener
+	if err := v.NS.Do(func() (err error) { ln, err = net.Listen("tcp4", fmt.Sprintf("%s:%d", addr, port)); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- "accept: " + err.Error()
+			return
+		}
+		defer c.Close()
+		h := sha256.New()
+		n, err := io.Copy(h, c)
+		got <- fmt.Sprintf("%x/%d/%v", h.Sum(nil), n, err)
+	}()
+	return got
 }
