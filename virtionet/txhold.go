@@ -31,10 +31,10 @@ var errHeldTwice = errors.New("virtionet: the ring made a held chain's id availa
 type txHeld struct {
 	byID    []heldEntry // by ID, all 65536 once something was held
 	n       int
-	abandon atomic.Bool  // set by AbandonHeld, from any goroutine
-	shown   atomic.Int32 // n as other goroutines may read it (Held)
-	lost    uint64       // held chains forgotten by Reset, never used
-	mask    uint32       // chains of the last Receive held (by chain index)
+	abandon atomic.Bool   // set by AbandonHeld, from any goroutine
+	shown   atomic.Int32  // n as other goroutines may read it (Held)
+	lost    atomic.Uint64 // held chains forgotten by Reset, never used
+	mask    uint32        // chains of the last Receive held (by chain index)
 	out     [virtq.MaxBurst]virtq.Used
 }
 
@@ -133,8 +133,8 @@ func (q *TxQueue) AbandonHeld() { q.held.abandon.Store(true) }
 func (q *TxQueue) Held() int { return int(q.held.shown.Load()) }
 
 // HeldLost is how many held chains a Reset forgot, never used: nobody
-// called AbandonHeld before the ring went (only the worker's goroutine).
-func (q *TxQueue) HeldLost() uint64 { return q.held.lost }
+// called AbandonHeld before the ring went. Safe from any goroutine.
+func (q *TxQueue) HeldLost() uint64 { return q.held.lost.Load() }
 
 // returnAbandoned returns every held chain after AbandonHeld; on a
 // stopped or broken queue they are only forgotten.
@@ -179,7 +179,7 @@ func (q *TxQueue) returnAbandoned() {
 // them when the ring they were held on goes away unreturned.
 func (q *TxQueue) forgetHeld(lost bool) {
 	if lost {
-		q.held.lost += uint64(q.held.n)
+		q.held.lost.Add(uint64(q.held.n))
 	}
 	clear(q.held.byID)
 	q.held.n = 0
