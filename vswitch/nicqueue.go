@@ -41,9 +41,15 @@ type nicQueue struct {
 	sock atomic.Pointer[xsk.Socket] // nil: no socket (the interface is gone)
 	link *nicLink
 	// epfd is the queue's Waker: an epoll set holding the current
-	// socket, so a worker's own epoll set, built once per snapshot, stays
-	// valid while sockets come and go.
+	// socket while the polling worker sleeps (nicwake.go), so a worker's
+	// own epoll set, built once per snapshot, stays valid while sockets
+	// come and go.
 	epfd int
+	// wmu guards armed (the polling worker sleeps) and inSet (the fd of
+	// the socket in epfd, -1: none): nicwake.go.
+	wmu   sync.Mutex
+	armed bool
+	inSet int
 	// txVia is the queue that transmits for this one while a VM owns
 	// this one's rx queue and the port has no socket here (nicowned.go).
 	txVia atomic.Pointer[nicQueue]
@@ -68,22 +74,27 @@ func newNICQueue(link *nicLink) (*nicQueue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nicQueue{link: link, epfd: fd}, nil
+	return &nicQueue{link: link, epfd: fd, inSet: -1}, nil
 }
 
 // attach makes s the queue's socket.
 func (q *nicQueue) attach(s *xsk.Socket) {
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(s.FD())}
-	_ = unix.EpollCtl(q.epfd, unix.EPOLL_CTL_ADD, s.FD(), &ev)
+	q.wmu.Lock()
 	q.sock.Store(s)
+	q.register() // a sleeping worker hears of its frames
+	q.wmu.Unlock()
 }
 
 // detach takes s off the queue (the data path may have let go of it
 // already). Workers may still be in a burst on it until the next
 // published snapshot: only then may it be closed.
 func (q *nicQueue) detach(s *xsk.Socket) {
+	q.wmu.Lock()
 	q.sock.CompareAndSwap(s, nil)
-	_ = unix.EpollCtl(q.epfd, unix.EPOLL_CTL_DEL, s.FD(), nil)
+	if q.inSet == s.FD() {
+		q.unregister()
+	}
+	q.wmu.Unlock()
 }
 
 // detachWait takes s off the queue and returns once no worker is in a
@@ -164,8 +175,8 @@ func (q *nicQueue) Release(*Burst) error {
 }
 
 // Waker: the queue's epoll set polls readable when its socket's RX ring
-// has frames.
-func (q *nicQueue) Waker() Waker { return Waker{FD: q.epfd} }
+// has frames, while the worker has armed it (nicwake.go).
+func (q *nicQueue) Waker() Waker { return Waker{FD: q.epfd, Arm: q.arm, Disarm: q.disarm} }
 
 // Transmit copies the selected frames into UMEM frames and sends them with
 // one kick. Frames a guest left a checksum or segmentation to are finished
