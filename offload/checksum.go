@@ -35,6 +35,12 @@ func fold(acc uint64) uint16 {
 // in place gives 0.
 func Checksum(b []byte) uint16 { return ^fold(sum(b, 0)) }
 
+// ChecksumWith is the checksum of b with acc, a ones'-complement sum of
+// words that are not in b (a pseudo-header's: addresses, protocol,
+// length, as 16- or 32-bit big-endian words), added in: a TCP or UDP
+// checksum over its datagram b, with the field in b zeroed.
+func ChecksumWith(b []byte, acc uint64) uint16 { return ^fold(sum(b, acc)) }
+
 // CompletePartial finishes a partial checksum in place, as a virtio-net
 // device does for NEEDS_CSUM (virtio 1.1, 5.1.6.2): the sender left the
 // pseudo-header's sum in the 16-bit field at start+offset; the checksum of
