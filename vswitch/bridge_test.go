@@ -12,16 +12,7 @@ import (
 // FDB; and what was remembered is gone at the next burst, so a MAC that
 // moved in between is followed at once.
 func TestBridgeRemembersOneBurst(t *testing.T) {
-	s, err := New(Config{Workers: 1, Ctl: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b, c := newFakePort(), newFakePort(), newFakePort()
-	for i, f := range []*fakePort{a, b, c} {
-		if _, err := s.addPort(string(rune('a'+i)), f, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, a, b, c := threePortSwitch(t)
 	const macA, macB, macC = 0x0200_0000_000a, 0x0200_0000_000b, 0x0200_0000_000c
 	s.fdb.Learn(macB, 1)
 	w := s.workers[0]
@@ -105,16 +96,7 @@ func TestBridgeMemoryFollowsFDBChanges(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New(Config{Workers: 1, Ctl: "x"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, b, c := newFakePort(), newFakePort(), newFakePort()
-			for i, f := range []*fakePort{a, b, c} {
-				if _, err := s.addPort(string(rune('a'+i)), f, 0); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s, _, b, c := threePortSwitch(t)
 			s.fdb.Learn(macB, 1)
 			toB := ethFrame(macB, macA, "b")
 			if tc.frame != nil {
@@ -142,4 +124,21 @@ func forwardOne(t *testing.T, s *Switch, p int, frames ...[]byte) {
 	if n, err := s.workers[0].forward(snap, src.in[0]); n != len(frames) || err != nil {
 		t.Fatalf("forwarded %d of %d, %v", n, len(frames), err)
 	}
+}
+
+// threePortSwitch is a switch with one worker (not running: tests call
+// its forward) and fake ports a, b and c at indexes 0, 1 and 2.
+func threePortSwitch(t *testing.T) (s *Switch, a, b, c *fakePort) {
+	t.Helper()
+	s, err := New(Config{Workers: 1, Ctl: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c = newFakePort(), newFakePort(), newFakePort()
+	for i, f := range []*fakePort{a, b, c} {
+		if _, err := s.addPort(string(rune('a'+i)), f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, a, b, c
 }
