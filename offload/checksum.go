@@ -3,16 +3,21 @@ package offload
 import "encoding/binary"
 
 // sum adds b to the ones'-complement sum acc (RFC 1071), as 16-bit
-// big-endian words; an odd last byte is padded with zero. The 64-bit
-// accumulator cannot overflow for any frame this package sees (64 KiB
-// adds at most 2^32).
+// big-endian words; an odd last byte is padded with zero. It adds 32-bit
+// words (two 16-bit ones each; fold's end-around carries make that the
+// same sum), two per 8 bytes, which is less work than splitting a 64-bit
+// load into four. The 64-bit accumulator cannot overflow for any frame
+// this package sees (64 KiB adds at most 2^46).
 func sum(b []byte, acc uint64) uint64 {
 	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		acc += v>>48 + v>>32&0xffff + v>>16&0xffff + v&0xffff
+		acc += uint64(binary.BigEndian.Uint32(b)) + uint64(binary.BigEndian.Uint32(b[4:]))
 		b = b[8:]
 	}
-	for len(b) >= 2 {
+	if len(b) >= 4 {
+		acc += uint64(binary.BigEndian.Uint32(b))
+		b = b[4:]
+	}
+	if len(b) >= 2 {
 		acc += uint64(binary.BigEndian.Uint16(b))
 		b = b[2:]
 	}
@@ -34,6 +39,12 @@ func fold(acc uint64) uint16 {
 // ones'-complement sum. A valid packet checksummed with its checksum field
 // in place gives 0.
 func Checksum(b []byte) uint16 { return ^fold(sum(b, 0)) }
+
+// ChecksumWith is the checksum of b with acc, a ones'-complement sum of
+// words that are not in b (a pseudo-header's: addresses, protocol,
+// length, as 16- or 32-bit big-endian words), added in: a TCP or UDP
+// checksum over its datagram b, with the field in b zeroed.
+func ChecksumWith(b []byte, acc uint64) uint16 { return ^fold(sum(b, acc)) }
 
 // CompletePartial finishes a partial checksum in place, as a virtio-net
 // device does for NEEDS_CSUM (virtio 1.1, 5.1.6.2): the sender left the

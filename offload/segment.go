@@ -92,5 +92,5 @@ func (t *tcpFrame) finish(seg []byte, seq uint32, flags uint8, id uint16) {
 	binary.BigEndian.PutUint32(tcp[4:], seq)
 	tcp[13] = flags
 	binary.BigEndian.PutUint16(tcp[16:], 0)
-	binary.BigEndian.PutUint16(tcp[16:], ^fold(sum(tcp, t.pseudoSum(seg, len(tcp)))))
+	binary.BigEndian.PutUint16(tcp[16:], ChecksumWith(tcp, t.pseudoSum(seg, len(tcp))))
 }

@@ -3,6 +3,8 @@ package vswitch
 import (
 	"bytes"
 	"testing"
+
+	"github.com/xvswitch/xvswitch/portspec"
 )
 
 // TestBridgeRemembersOneBurst: within a burst a frame with the previous
@@ -10,16 +12,7 @@ import (
 // FDB; and what was remembered is gone at the next burst, so a MAC that
 // moved in between is followed at once.
 func TestBridgeRemembersOneBurst(t *testing.T) {
-	s, err := New(Config{Workers: 1, Ctl: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b, c := newFakePort(), newFakePort(), newFakePort()
-	for i, f := range []*fakePort{a, b, c} {
-		if _, err := s.addPort(string(rune('a'+i)), f, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, a, b, c := threePortSwitch(t)
 	const macA, macB, macC = 0x0200_0000_000a, 0x0200_0000_000b, 0x0200_0000_000c
 	s.fdb.Learn(macB, 1)
 	w := s.workers[0]
@@ -58,4 +51,94 @@ func TestBridgeRemembersOneBurst(t *testing.T) {
 	burst(toB, toB)
 	want(b, "b", toB, toB, toC, toC, toB, toB)
 	want(c, "c", toC, toC, toB, toB)
+}
+
+// TestBridgeMemoryFollowsFDBChanges: the memory of the previous frame
+// never outlives an FDB or port change. A burst ends with frames a -> B
+// going to b; after each change the next burst's frames, with those same
+// MACs, go where the changed FDB (or port table, or VLAN configuration)
+// says, from the first of them.
+func TestBridgeMemoryFollowsFDBChanges(t *testing.T) {
+	const macA, macB = 0x0200_0000_000a, 0x0200_0000_000b
+	tagged := func(f []byte) []byte { return vlanTagged(f, 10) }
+	cases := []struct {
+		name   string
+		frame  func([]byte) []byte // the frame a sends, from its untagged form
+		change func(t *testing.T, s *Switch)
+		// what b and c have got after the second burst of 2 frames
+		b, c int
+	}{
+		{name: "moved by a frame from c", change: func(t *testing.T, s *Switch) {
+			// B sends on c: learned there, as the data path learns.
+			forwardOne(t, s, 2, ethFrame(macA, macB, "moved"))
+		}, b: 2, c: 2}, // (B's frame went to a, where A was learned)
+		{name: "moved by Learn", change: func(t *testing.T, s *Switch) { s.fdb.Learn(macB, 2) }, b: 2, c: 2},
+		{name: "flushed", change: func(t *testing.T, s *Switch) { s.fdb.FlushPort(1) }, b: 4, c: 2},
+		{name: "aged out", change: func(t *testing.T, s *Switch) {
+			s.clock.Set(s.clock.Now() + 300)
+			if n := s.fdb.Age(300); n == 0 {
+				t.Fatal("nothing aged out")
+			}
+		}, b: 4, c: 2},
+		{name: "port b removed", change: func(t *testing.T, s *Switch) {
+			if err := s.DelPort("b"); err != nil {
+				t.Fatal(err)
+			}
+		}, b: 2, c: 2},
+		{name: "a VLAN port added", frame: tagged, change: func(t *testing.T, s *Switch) {
+			// With VLANs on, a (no VLAN settings: every VLAN) bridges
+			// the tagged frames in their VLAN 10, where B is unknown:
+			// flooded, no more to b alone as in VLAN 0 before.
+			if _, err := s.addSecuredPort("v", newFakePort(), security{vlans: portspec.VLANs{Tag: 10}}); err != nil {
+				t.Fatal(err)
+			}
+		}, b: 4, c: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, b, c := threePortSwitch(t)
+			s.fdb.Learn(macB, 1)
+			toB := ethFrame(macB, macA, "b")
+			if tc.frame != nil {
+				toB = tc.frame(toB)
+			}
+			forwardOne(t, s, 0, toB, toB)
+			if n := len(b.frames()); n != 2 {
+				t.Fatalf("b got %d frames before the change, want 2", n)
+			}
+			tc.change(t, s)
+			forwardOne(t, s, 0, toB, toB)
+			if nb, nc := len(b.frames()), len(c.frames()); nb != tc.b || nc != tc.c {
+				t.Fatalf("b got %d frames, c %d; want %d, %d", nb, nc, tc.b, tc.c)
+			}
+		})
+	}
+}
+
+// forwardOne forwards one burst of frames from port index p's queue.
+func forwardOne(t *testing.T, s *Switch, p int, frames ...[]byte) {
+	t.Helper()
+	snap := s.snap.Load()
+	src := snap.ports[p]
+	src.drv.(*fakePort).put(frames...)
+	if n, err := s.workers[0].forward(snap, src.in[0]); n != len(frames) || err != nil {
+		t.Fatalf("forwarded %d of %d, %v", n, len(frames), err)
+	}
+}
+
+// threePortSwitch is a switch with one worker (not running: tests call
+// its forward) and fake ports a, b and c at indexes 0, 1 and 2.
+func threePortSwitch(t *testing.T) (s *Switch, a, b, c *fakePort) {
+	t.Helper()
+	s, err := New(Config{Workers: 1, Ctl: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c = newFakePort(), newFakePort(), newFakePort()
+	for i, f := range []*fakePort{a, b, c} {
+		if _, err := s.addPort(string(rune('a'+i)), f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, a, b, c
 }

@@ -1,6 +1,10 @@
 package vswitch
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/xvswitch/xvswitch/offload"
+)
 
 // Completing the L4 checksums of frames from a NIC whose sender left them
 // partial (docs/afxdp-veth.md#checksum-offload-and-other-side-effects-on-the-peer).
@@ -104,40 +108,10 @@ func completeL4Checksum(f []byte) bool {
 	sum += uint64(proto) + uint64(len(l4))
 	old := binary.BigEndian.Uint16(l4[at:])
 	l4[at], l4[at+1] = 0, 0
-	c := ^fold(sum + onesSum(l4))
+	c := offload.ChecksumWith(l4, sum)
 	if c == 0 && proto == protoUDP {
 		c = 0xffff // zero says "no checksum" in UDP (RFC 768)
 	}
 	binary.BigEndian.PutUint16(l4[at:], c)
 	return c != old
-}
-
-// onesSum adds b up as big-endian 16-bit words (an odd last byte padded
-// with zero), unfolded.
-func onesSum(b []byte) uint64 {
-	var s uint64
-	for len(b) >= 8 {
-		s += uint64(binary.BigEndian.Uint32(b)) + uint64(binary.BigEndian.Uint32(b[4:]))
-		b = b[8:]
-	}
-	if len(b) >= 4 {
-		s += uint64(binary.BigEndian.Uint32(b))
-		b = b[4:]
-	}
-	if len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	return s
-}
-
-// fold folds a sum of 16- and 32-bit words into 16 bits, one's complement.
-func fold(s uint64) uint16 {
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return uint16(s)
 }

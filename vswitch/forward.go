@@ -63,15 +63,11 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 	peer := int(src.peer.Load()) - 1
 	ownMAC, srcCheck := src.mac, src.srcCheck
 	lastSrc, lastDst, last := noMAC, noMAC, destFlood
-	// With VLANs the frames are classified by classifyVLANs instead
-	// (vlanforward.go), so this loop, the path of a switch without them,
-	// costs what it did before VLANs existed.
-	vlans, bridged := snap.vlans, n
+	vlans := snap.vlans
 	if vlans {
-		flood = w.classifyVLANs(n, src, ports, masks, peer)
-		bridged = 0
+		w.tv.reset()
 	}
-	for i := 0; i < bridged; i++ {
+	for i := 0; i < n; i++ {
 		f := &w.fb.f[i]
 		rc.packets++
 		rc.bytes += uint64(f.len)
@@ -83,18 +79,28 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		}
 		// Port security before anything else, cross-connects included: a
 		// guest with a configured MAC sends only from it.
-		sk := MACKey(h[6:12])
+		sk, dk := MACKey(h[6:12]), MACKey(h[0:6])
 		if (sk^ownMAC)&srcCheck != 0 {
 			rc.Drop(DropSpoofed)
 			continue
 		}
 		if peer >= 0 {
-			masks[peer] |= bit
+			masks[peer] |= bit // cross-connects pass frames as they are
 			continue
 		}
+		if vlans {
+			// The frame's VLAN first (vlanforward.go); the keys carry
+			// it, so the memory below is of the VLAN too.
+			vk, d := w.classifyVLAN(f, i, src.vlan)
+			if d != accepted {
+				rc.Drop(d)
+				continue
+			}
+			sk, dk = sk|vk, dk|vk
+		}
 		// A burst is mostly one flow: a frame with the previous one's
-		// MACs goes where it went, without the FDB (bridge.go).
-		if dk := MACKey(h[0:6]); sk != lastSrc || dk != lastDst {
+		// keys goes where it went, without the FDB (bridge.go).
+		if sk != lastSrc || dk != lastDst {
 			lastSrc, lastDst = sk, dk
 			last = w.bridgeDest(sk, dk, src.idx, ports)
 		}

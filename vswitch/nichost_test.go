@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/afpacket"
+	"github.com/xvswitch/xvswitch/offload"
 	"github.com/xvswitch/xvswitch/portspec"
 	"github.com/xvswitch/xvswitch/test/netns"
 	"github.com/xvswitch/xvswitch/test/require"
@@ -240,7 +241,7 @@ func csum16(parts ...[]byte) uint16 {
 	for _, p := range parts {
 		all = append(all, p...)
 	}
-	return ^fold(onesSum(all))
+	return offload.Checksum(all)
 }
 
 // udp4Frame is an IPv4 UDP datagram in an Ethernet frame, checksums

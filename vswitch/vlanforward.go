@@ -1,66 +1,14 @@
 package vswitch
 
 // The forwarder's VLAN steps (vlan.go), taken only while some port has
-// VLAN settings: classify each frame at ingress, flood within a VLAN.
-
-// classifyVLANs is forward's loop over the burst's frames for a switch
-// with VLANs: the same steps (counting, port security, the cross-connect,
-// the bridge with its memory of the previous frame) with the frame's VLAN
-// found first, refused frames dropped by reason, and the FDB keys in that
-// VLAN. It sets the frames' bits in masks and returns the frames to
-// flood (floodVLAN floods them per VLAN).
-func (w *forwarder) classifyVLANs(n int, src *port, ports []*port, masks []Mask, peer int) (flood Mask) {
-	rc := &w.rc
-	w.tv.reset()
-	ownMAC, srcCheck := src.mac, src.srcCheck
-	lastSrc, lastDst, last := noMAC, noMAC, destFlood
-	for i := 0; i < n; i++ {
-		f := &w.fb.f[i]
-		rc.packets++
-		rc.bytes += uint64(f.len)
-		bit := Mask(1) << i
-		h, ok := f.header(w.scratch[:], ethHeaderLen)
-		if !ok {
-			rc.Drop(DropMalformed)
-			continue
-		}
-		sk := MACKey(h[6:12])
-		if (sk^ownMAC)&srcCheck != 0 {
-			rc.Drop(DropSpoofed)
-			continue
-		}
-		if peer >= 0 {
-			masks[peer] |= bit // cross-connects pass frames as they are
-			continue
-		}
-		vid, d := w.classifyVLAN(f, i, src.vlan)
-		if d != accepted {
-			rc.Drop(d)
-			continue
-		}
-		// The keys carry the VLAN, so the memory of the previous frame
-		// is of its VLAN too.
-		vk := FDBKey(vid, 0)
-		if sk, dk := sk|vk, MACKey(h[0:6])|vk; sk != lastSrc || dk != lastDst {
-			lastSrc, lastDst = sk, dk
-			last = w.bridgeDest(sk, dk, src.idx, ports)
-		}
-		switch {
-		case last >= 0:
-			masks[last] |= bit
-		case last == destFlood:
-			flood |= bit
-		default:
-			rc.Drop(DropHairpin)
-		}
-	}
-	return flood
-}
+// VLAN settings: classify each frame at ingress (forward's loop calls
+// classifyVLAN for each frame it bridges), flood within a VLAN.
 
 // classifyVLAN finds frame i's VLAN on port in, recording it and its tag
-// for the egress (tagViews.retag); d is why the port refuses the frame,
-// or accepted.
-func (w *forwarder) classifyVLAN(f *Frame, i int, in *portVLAN) (vid uint16, d Drop) {
+// for the egress (tagViews.retag), and returns it as the VLAN part of an
+// FDB key (FDBKey(vid, 0): OR it into a MAC key); d is why the port
+// refuses the frame, or accepted.
+func (w *forwarder) classifyVLAN(f *Frame, i int, in *portVLAN) (vk uint64, d Drop) {
 	n := ethHeaderLen
 	if f.len >= ethHeaderLen+vlanTagLen {
 		n += vlanTagLen
@@ -73,7 +21,7 @@ func (w *forwarder) classifyVLAN(f *Frame, i int, in *portVLAN) (vid uint16, d D
 	if d == accepted {
 		w.tv.set(i, vid, tag, exact)
 	}
-	return vid, d
+	return FDBKey(vid, 0), d
 }
 
 // floodVLAN adds the frames of flood to the masks of every other bridge
