@@ -141,6 +141,14 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 			q.ctr.drop(why, 1)
 		}
 	}
+	return q.finish()
+}
+
+// finish ends a Deliver (or a completion of lent buffers, rxlend.go)
+// once every frame is staged or counted: it publishes the staged used
+// entries in one Push, interrupts the guest once if it asked to be, and
+// returns the frames delivered during the call.
+func (q *RxQueue) finish() (int, error) {
 	q.unplaced = 0
 	if !q.pushUsed() {
 		q.abort(0)

@@ -150,3 +150,59 @@ func TestRxFastRunMixed(t *testing.T) {
 		}
 	}
 }
+
+// TestRxFastHeaderOverStale: placeRun writes a buffer's header only when
+// the buffer does not hold it already (putHeaderUnlessEqual). A buffer
+// recycled with a stale header of another frame (every byte 0xff, or a
+// num_buffers of 3 and offload fields), a zeroed one and one already
+// holding the right header must all come back with exactly the header of a
+// plain frame, the frame behind it intact.
+func TestRxFastHeaderOverStale(t *testing.T) {
+	stale := map[string][]byte{
+		"ones":  bytes.Repeat([]byte{0xff}, HeaderLen),
+		"zero":  make([]byte, HeaderLen),
+		"other": {1, 0, 14, 0, 0, 0, 34, 0, 16, 0, 3, 0},
+	}
+	for _, k := range kinds {
+		for _, mrg := range []bool{true, false} {
+			t.Run(k.String()+map[bool]string{true: "/mrg"}[mrg], func(t *testing.T) {
+				var feat uint64
+				if mrg {
+					feat = featMrg
+				}
+				g, q := rxCase(t, k, 0, feat, 1500)
+				rng := rand.New(rand.NewSource(7))
+				// The right header, as a first Deliver writes it.
+				g.post(2048)
+				if n, err := q.Deliver(framesOf(frame(rng, 64))); n != 1 || err != nil {
+					t.Fatalf("Deliver: %d, %v", n, err)
+				}
+				cs := g.reap()
+				want := append([]byte(nil), g.chainBytes(cs[0].id, HeaderLen)...)
+				stale["right"] = want
+				var fs [][]byte
+				for _, h := range stale {
+					addr := g.alloc(2048)
+					b := g.m.Bytes(addr, 2048)
+					clear(b)
+					copy(b, h)
+					g.add([]buf{{Addr: addr, Len: 2048, Write: true}})
+					fs = append(fs, frame(rng, 64))
+				}
+				if n, err := q.Deliver(framesOf(fs...)); n != len(fs) || err != nil {
+					t.Fatalf("Deliver: %d, %v", n, err)
+				}
+				cs = g.reap()
+				if len(cs) != len(fs) {
+					t.Fatalf("%d buffers used, want %d", len(cs), len(fs))
+				}
+				for i, c := range cs {
+					data := g.chainBytes(c.id, c.n)
+					if c.n != HeaderLen+64 || !bytes.Equal(data[:HeaderLen], want) || !bytes.Equal(data[HeaderLen:], fs[i]) {
+						t.Errorf("buffer %d: %d bytes, header % x, want % x and the frame", i, c.n, data[:min(len(data), HeaderLen)], want)
+					}
+				}
+			})
+		}
+	}
+}

@@ -194,18 +194,7 @@ func (q *RxQueue) CompleteLent(done []LentDone) (int, error) {
 		q.stagedFrames++
 		q.stagedBytes += d.Len
 	}
-	q.unplaced = 0
-	if !q.pushUsed() {
-		q.abort(0)
-		return q.delivered, q.err
-	}
-	if q.pushed {
-		q.notify()
-		q.pushed = false
-	}
-	q.busy = false
-	q.ctr.publish()
-	return q.delivered, nil
+	return q.finish()
 }
 
 // stageLent stages lent buffer id as used with n bytes and forgets it.
