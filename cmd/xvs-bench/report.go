@@ -60,7 +60,7 @@ func newReport(o options) *Report {
 		Rounds:         o.rounds,
 		LatencyRounds:  o.latencyRounds,
 		Probes:         o.probes,
-		XvswitchLaunch: xvswitchLaunch(o.runtimeCPUs),
+		XvswitchLaunch: xvswitchLaunch(o.runtimeCPUs, o.idleAfter),
 		Warmup:         o.warmup.String(),
 		Duration:       o.duration.String(),
 		LoadStart:      loadAvg(),
@@ -196,8 +196,14 @@ func firstLine(s string) string {
 
 // summary is sys's summary of res.
 func (res Result) summary(sys string) SysSummary {
-	if sys == sysDPDK {
+	switch sys {
+	case sysDPDK:
 		return res.DPDK
+	case sysXvswitchZerocopy:
+		if res.XvswitchZerocopy != nil {
+			return *res.XvswitchZerocopy
+		}
+		return SysSummary{}
 	}
 	return res.Xvswitch
 }
@@ -314,7 +320,7 @@ func (r *Report) placementSection() string {
 	for _, res := range r.Results {
 		for _, run := range res.Runs {
 			p := run.Placement
-			if run.System != sysXvswitch || run.Error != "" || p == nil || p.RuntimeOffWorkerCPU == nil {
+			if run.System == sysDPDK || run.Error != "" || p == nil || p.RuntimeOffWorkerCPU == nil {
 				continue
 			}
 			runs++

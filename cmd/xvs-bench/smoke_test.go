@@ -43,7 +43,8 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(js, &got); err != nil {
 		t.Fatalf("bench.json: %v", err)
 	}
-	want := plan(smokeOptions(out).scenarios, []int{64}, []string{"split"}, []string{"xconnect"})
+	so := smokeOptions(out)
+	want := plan(so.scenarios, so.sizes, so.rings, so.modes, so.paths)
 	if len(got.Results) != len(want) || len(got.Results) != len(rep.Results) {
 		t.Fatalf("bench.json has %d results, the plan %d", len(got.Results), len(want))
 	}
