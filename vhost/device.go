@@ -90,6 +90,14 @@ type Config struct {
 	// from. Same rules as OnMemoryChange for what it may call; it should
 	// not take long (the control path waits).
 	OnRxStop func(index int)
+	// OnTxStop is OnRxStop for a running transmit ring (virtqueue index,
+	// odd): one who holds the queue's chains past their burst
+	// (virtionet.TxQueue.Hold: their bytes handed to a socket by address)
+	// must make sure nothing reads them any more and call AbandonHeld
+	// before it returns, so that the rebind that follows gives them back
+	// to the guest (used, length 0) on the ring they came from. Same
+	// rules as OnRxStop.
+	OnTxStop func(index int)
 
 	// OnEvent, if set, receives the device's lifecycle events. It is
 	// called from the device's control goroutine, one event at a time; it

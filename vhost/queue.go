@@ -253,6 +253,12 @@ func (q *Queue) Owns(addr uintptr) bool {
 // is safe from any goroutine; everything else on it belongs to bursts.
 func (q *Queue) Receiver() *virtionet.RxQueue { return q.rx.Load() }
 
+// Transmitter is the queue's current virtio-net transmit side (nil on a
+// receive queue or before the first front-end), for AbandonHeld and Held,
+// which are safe from any goroutine; everything else on it belongs to
+// bursts.
+func (q *Queue) Transmitter() *virtionet.TxQueue { return q.tx.Load() }
+
 // Running reports whether Begin would find the queue running now (a
 // started and enabled ring over a memory table). A hint for choosing
 // among queues: the answer may change at any time, and Begin decides.

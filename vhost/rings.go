@@ -155,6 +155,9 @@ func (d *Device) unpublish(q *Queue) uint64 {
 	if hook := d.cfg.OnRxStop; hook != nil && q.index%2 == 0 {
 		hook(q.index)
 	}
+	if hook := d.cfg.OnTxStop; hook != nil && q.index%2 == 1 {
+		hook(q.index)
+	}
 	q.ctl.act = nil
 	return q.publish(nil)
 }

@@ -15,6 +15,10 @@ type TxQueue struct {
 	frames  Frames
 	used    [virtq.MaxBurst]virtq.Used
 	pending int // chains of the last Receive not yet completed
+	// chainOf is the chain index (in used) of each frame of Frames;
+	// held is what Hold keeps past Complete (txhold.go).
+	chainOf [virtq.MaxBurst]uint8
+	held    txHeld
 }
 
 // NewTxQueue returns a TX queue over ring (nil for a stopped queue).
@@ -39,6 +43,7 @@ func (q *TxQueue) Receive(max int) (int, error) {
 			return 0, err
 		}
 	}
+	q.returnAbandoned()
 	q.frames.Reset()
 	q.ctr.begin()
 	if q.err != nil {
@@ -89,6 +94,7 @@ func (q *TxQueue) Receive(max int) (int, error) {
 			q.ctr.drop(DropTooLong, 1)
 			continue
 		}
+		q.chainOf[q.frames.n] = uint8(i)
 		q.frames.setOffload(segs, flen, off)
 		bytes += flen
 	}
@@ -102,19 +108,22 @@ func (q *TxQueue) Receive(max int) (int, error) {
 func (q *TxQueue) Frames() *Frames { return &q.frames }
 
 // Complete returns every chain of the last Receive to the guest (used length
-// 0: the device wrote nothing) and interrupts the guest once if it asked to
-// be. The frames' bytes are the guest's again afterwards.
+// 0: the device wrote nothing), except those Hold took, and interrupts the
+// guest once if it asked to be. The frames' bytes are the guest's again afterwards.
 func (q *TxQueue) Complete() error {
 	n := q.pending
 	q.pending = 0
 	q.frames.Reset()
 	if q.err != nil {
+		q.held.mask = 0
 		return q.err
 	}
-	if n == 0 {
+	used := q.unheld(n) // chains Hold took stay in flight
+	q.returnAbandoned()
+	if len(used) == 0 {
 		return nil
 	}
-	if err := q.ring.Push(q.used[:n]); err != nil {
+	if err := q.ring.Push(used); err != nil {
 		// The frames were already handed out and counted; the guest
 		// simply never gets these buffers back.
 		q.fail("push", err)
@@ -126,10 +135,17 @@ func (q *TxQueue) Complete() error {
 }
 
 // Reset rebinds the queue to a new ring (nil to stop it), forgetting any
-// burst not completed (call Complete first if the old ring is still alive)
+// burst not completed and any chain held (HeldLost; AbandonHeld and a
+// Complete first return them) (call Complete first if the old ring is still alive)
 // and the error that broke it. Counters and the call fd are kept. Only the
 // owning worker, or anyone while no worker polls the queue, may call it.
 func (q *TxQueue) Reset(ring virtq.Ring) {
+	if q.held.n > 0 || q.held.mask != 0 {
+		// Held chains of the old ring nobody returned (no AbandonHeld
+		// before it went): forgotten, counted in HeldLost.
+		q.held.abandon.Store(false)
+		q.forgetHeld(true)
+	}
 	q.ring = ring
 	q.err = nil
 	q.pending = 0

@@ -1,10 +1,11 @@
 package vswitch
 
 // addrTable maps the UMEM addresses of lent guest buffers' frames to
-// their chain IDs (vmzerocopy.go): a fixed open-addressing table, linear
+// their chain IDs (vmzerocopy.go), and those of frames a VM transmits
+// without a copy to theirs (vmzctx.go): a fixed open-addressing table, linear
 // probing with backward-shift deletion, so that a lend and a completion
-// cost a few probes and never allocate. It holds at most maxLent entries
-// in at least 4*maxLent slots. Address 0 marks a free slot (a frame address is
+// cost a few probes and never allocate. It holds at most maxLent (or
+// ownerTXRing) entries in at least four times as many slots. Address 0 marks a free slot (a frame address is
 // never 0: it lies behind the switch area).
 type addrTable struct {
 	keys [addrSlots]uint64
@@ -62,4 +63,17 @@ func (t *addrTable) take(addr uint64) (uint16, bool) {
 	}
 	t.keys[hole] = 0
 	return id, true
+}
+
+// has reports whether addr is in the table.
+func (t *addrTable) has(addr uint64) bool {
+	if addr == 0 {
+		return false
+	}
+	for i := addrHash(addr); t.keys[i] != 0; i = (i + 1) & (addrSlots - 1) {
+		if t.keys[i] == addr {
+			return true
+		}
+	}
+	return false
 }

@@ -80,6 +80,9 @@ type Burst struct {
 	// worker is the id of the worker owning the burst: the poller a
 	// queue that holds state across bursts is held for (vhost.Queue.Hold).
 	worker int
+	// zc is the zero-copy transmit path of the VM whose TX queue the
+	// burst came from, if it owns NIC queues (vmzctx.go); nil otherwise.
+	zc *zcTx
 }
 
 // SetOne makes frame i the single contiguous buffer b.

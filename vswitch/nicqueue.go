@@ -176,6 +176,13 @@ func (q *nicQueue) Transmit(b *Burst, mask Mask, c *Counts) {
 
 // sendAsIs is Transmit for frames that are complete.
 func (q *nicQueue) sendAsIs(b *Burst, mask Mask, c *Counts) {
+	if z := b.zc; z != nil {
+		// A VM owning queues of this NIC: what qualifies leaves from
+		// its own memory, on its own socket (vmzctx.go).
+		if mask = z.transmit(q, b, mask, c); mask == 0 {
+			return
+		}
+	}
 	if v := q.txVia.Load(); v != nil {
 		v.sendAsIs(b, mask, c) // never delegates again: v has a socket
 		return

@@ -32,6 +32,11 @@ type vhostPort struct {
 type vhostFromGuest struct {
 	q   *vhost.Queue
 	act *vhost.Active // between Receive and Release
+	// zc is the zero-copy transmit path while the port's owned queue
+	// sockets are bound (vmzctx.go); idle, for such ports, lets the
+	// worker sleep with completions outstanding.
+	zc   atomic.Pointer[zcTx]
+	idle *txIdle
 }
 
 // vhostToGuest is an egress queue: it delivers frames into one of a
@@ -92,7 +97,12 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		cfg.Contiguous = true
 		cfg.SwitchArea = ownerSwitchArea(len(spec.Own.Queues))
 		cfg.OnMemoryChange = p.owner.memoryChanged
-		cfg.OnRxStop = p.owner.rxStopping
+		cfg.OnRxStop = p.owner.ringStopping
+		if p.owner.sendsZC {
+			// Chains held for the zero-copy transmit path go back to
+			// the guest before their ring stops (vmzctx.go).
+			cfg.OnTxStop = p.owner.ringStopping
+		}
 		cfg.MemoryChangeTimeout = ownerMemoryChangeTimeout
 		// The kernel returns fill buffers out of order, so the zero-copy
 		// receive path will mark guest buffers used out of order: an
@@ -109,12 +119,21 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 	}
 	for i := 0; i < dev.NumQueuePairs(); i++ {
 		// vhost names virtqueues as the guest sees them.
-		p.fromGuest = append(p.fromGuest, &vhostFromGuest{q: dev.TxQueue(i)})
+		r := &vhostFromGuest{q: dev.TxQueue(i)}
+		if p.owner != nil && p.owner.sendsZC && i < len(spec.Own.Queues) {
+			if r.idle, err = newTxIdle(r.q.WaitFD()); err != nil {
+				p.closeIdle()
+				dev.Close()
+				return fmt.Errorf("vswitch: vhost %s: the transmit queue's timer: %w", spec.Name, err)
+			}
+		}
+		p.fromGuest = append(p.fromGuest, r)
 		p.toGuest = append(p.toGuest, &vhostToGuest{q: dev.RxQueue(i)})
 	}
 	sec := security{mac: key, maxMACs: orDefault(spec.MaxMACs, DefaultMaxMACs), ownSource: !spec.AllowSpoof, vlans: spec.VLANs}
 	if _, err := s.addSecuredPort(spec.Name, p, sec); err != nil {
 		dev.Close()
+		p.closeIdle()
 		return err
 	}
 	added = true
@@ -184,12 +203,25 @@ func (p *vhostPort) Close() error {
 	if p.owner != nil {
 		p.owner.close() // after the device: no memory change can start another build
 	}
+	p.closeIdle()
 	return err
+}
+
+// closeIdle closes the owner's transmit queues' timers (vmzctx.go), once
+// no worker polls them.
+func (p *vhostPort) closeIdle() {
+	for _, r := range p.fromGuest {
+		if r.idle != nil {
+			r.idle.close()
+			r.idle = nil
+		}
+	}
 }
 
 // Receive takes a burst of the guest's transmitted frames. They stay in
 // the guest's buffers until Release (after every destination copied them).
 func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
+	b.zc = nil
 	a := r.q.Hold(b.worker) // kept from burst to burst: see letGo
 	if a == nil {
 		return 0, nil
@@ -197,6 +229,14 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 	// Recorded before the first touch of guest memory, so that a fault
 	// in this very burst can end it (recoverFault).
 	r.act = a
+	b.zc = r.zc.Load()
+	if b.zc != nil {
+		// Completions first, at every poll: the guest's chains must not
+		// wait for it to send again.
+		if err := b.zc.reap(a.Tx); err != nil {
+			a.Break(err)
+		}
+	}
 	// Receive's count includes chains virtionet rejected (counted below
 	// from LastBurst); the frames to forward are what Frames holds.
 	_, err := a.Tx.Receive(MaxBurst)
@@ -210,6 +250,7 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 	if n == 0 {
 		_ = a.Tx.Complete()
 		r.act = nil
+		b.zc = nil
 		return 0, nil
 	}
 	for i := 0; i < n; i++ {
@@ -219,7 +260,8 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 	return n, nil
 }
 
-func (r *vhostFromGuest) Release(*Burst) error {
+func (r *vhostFromGuest) Release(b *Burst) error {
+	b.zc = nil
 	a := r.act
 	if a == nil {
 		return nil
@@ -239,6 +281,20 @@ func (r *vhostFromGuest) Release(*Burst) error {
 func (r *vhostFromGuest) letGo(worker int) { r.q.Let(worker) }
 
 func (r *vhostFromGuest) Waker() Waker {
+	if t := r.idle; t != nil {
+		// An owner's: a sleeping worker wakes every completionPoll while
+		// frames wait for completions (vmzctx.go).
+		return Waker{FD: t.epfd,
+			Arm: func() {
+				r.q.Arm()
+				if z := r.zc.Load(); z != nil && z.outstanding() {
+					t.set(true)
+				}
+			},
+			Disarm: func() { t.set(false); r.q.Disarm() },
+			Drain:  func() { t.drain(); r.q.Drain() },
+		}
+	}
 	return Waker{FD: r.q.WaitFD(), Arm: r.q.Arm, Disarm: r.q.Disarm, Drain: r.q.Drain}
 }
 

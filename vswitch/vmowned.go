@@ -16,11 +16,10 @@ import (
 // ownerSockets are a VM port's sockets on the NIC queues it owns
 // (own=IFNAME:Q), bound to a UMEM registered over the VM's memory: the
 // range vhost maps its memory table into (vhost.Config.Contiguous), the
-// switch-owned area first. For now the sockets receive into buffers of
-// that area only, and the frames are forwarded and copied into the
-// guest's RX buffers like any NIC frame: the copy path on the VM's UMEM,
-// the step before the zero-copy path posts guest buffers on the fill ring
-// (docs/zerocopy.md).
+// switch-owned area first. The kernel receives into the guest's own RX
+// buffers (vmzerocopy.go) and, unless the port enforces its source MAC,
+// transmits the guest's frames from its TX buffers (vmzctx.go); what does
+// not qualify goes through the switch and is copied (docs/zerocopy.md).
 //
 // The sockets live as long as one memory table: vhost calls memoryChanged
 // with the rings paused before it unmaps the old range; the sockets on it
@@ -36,6 +35,9 @@ type ownerSockets struct {
 	own  portspec.Own
 	mac  net.HardwareAddr
 	dev  *vhost.Device
+	// sendsZC: the port does not enforce its source MAC (spoof=allow),
+	// so its sockets get TX rings for the zero-copy transmit path.
+	sendsZC bool
 
 	// mu serialises building and tearing down. Lock order: the switch's
 	// mu before this one (build), never the other way.
@@ -46,6 +48,7 @@ type ownerSockets struct {
 	umem   *xsk.UMEM
 	socks  map[int]*xsk.Socket
 	zc     map[int]*zcRx // the sockets' zero-copy receive state
+	ztx    map[int]*zcTx // their zero-copy transmit state (sendsZC)
 	nic    *nicPort      // the port the sockets sit in
 	steer  *bpf.Steering // its steering, whose slots hold them
 	failed uint64        // the generation whose build failed (no retry)
@@ -80,7 +83,11 @@ var registerOwnerUMEM = xsk.NewUMEMFromMemory
 func ownerSwitchArea(n int) uint64 { return uint64(n) * ownerAreaPerQ }
 
 func newOwnerSockets(sw *Switch, spec portspec.Vhost, mac net.HardwareAddr) *ownerSockets {
-	return &ownerSockets{sw: sw, name: spec.Name, own: *spec.Own, mac: mac}
+	// A port that checks source MACs must see each frame as it leaves:
+	// one sent from the guest's memory could be rewritten after the
+	// check, so such a port transmits through the copy path only.
+	enforced := spec.MAC != "" && !spec.AllowSpoof
+	return &ownerSockets{sw: sw, name: spec.Name, own: *spec.Own, mac: mac, sendsZC: !enforced}
 }
 
 // memoryChanged is the device's vhost.Config.OnMemoryChange: the old
@@ -96,21 +103,22 @@ func (o *ownerSockets) memoryChanged(ch vhost.MemoryChange) {
 	}
 }
 
-// rxStopping is the device's vhost.Config.OnRxStop: a receive ring is
-// about to stop (or the memory table to change). The guest buffers lent
-// to the kernel must be returned on that ring, which is only sound once
-// nothing can write them: the sockets close now, and new ones are built
+// ringStopping is the device's vhost.Config.OnRxStop (and OnTxStop with
+// sendsZC): a ring is about to stop (or the memory table to change). The
+// guest buffers lent to the kernel, and the TX chains whose frames it
+// reads, must be returned on that ring, which is only sound once nothing
+// can write or read them: the sockets close now, and new ones are built
 // once the ring has left the data path (rebuildAfterStop; their lending
 // resumes when a ring runs again). Bounded: building may hold o.mu for a
 // bind's EBUSY wait; past the bound the control path goes on and the lent
 // buffers are forgotten by the ring's next Reset instead of returned.
-func (o *ownerSockets) rxStopping(index int) {
+func (o *ownerSockets) ringStopping(index int) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		o.mu.Lock()
 		bound := o.umem != nil
-		o.teardown("a receive ring stops")
+		o.teardown("a ring stops")
 		o.mu.Unlock()
 		if bound {
 			go o.rebuildAfterStop(index)
@@ -121,7 +129,7 @@ func (o *ownerSockets) rxStopping(index int) {
 	select {
 	case <-done:
 	case <-t.C:
-		slog.Error("vhost: closing the owned queues' sockets before a receive ring stops took too long; lent guest buffers are not returned", "port", o.name)
+		slog.Error("vhost: closing the owned queues' sockets before a ring stops took too long; lent guest buffers and held TX chains are not returned", "port", o.name, "queue", index)
 	}
 }
 
@@ -237,13 +245,23 @@ func (o *ownerSockets) bind(l *vhost.MemoryLayout, nic *nicPort) error {
 		return fmt.Errorf("registering %d bytes of guest memory as a UMEM: %w", l.Len(), err)
 	}
 	o.umem, o.socks, o.nic, o.steer = u, map[int]*xsk.Socket{}, nic, nic.bound.steer
-	o.zc = map[int]*zcRx{}
+	o.zc, o.ztx = map[int]*zcRx{}, map[int]*zcTx{}
 	// ManualFill: the zero-copy path decides what goes on the fill ring,
 	// the guest's buffers or the switch area's (vmzerocopy.go).
-	cfg := xsk.SocketConfig{Mode: socketMode(nic.spec.Mode), NoTX: true, RXSize: ownerRing, FillSize: ownerRing, Frames: ownerFrames, ManualFill: true}
+	rxOnly := xsk.SocketConfig{Mode: socketMode(nic.spec.Mode), NoTX: true, RXSize: ownerRing, FillSize: ownerRing, Frames: ownerFrames, ManualFill: true}
+	// With a TX ring for the guest's own frames (vmzctx.go): only where
+	// a TX queue will use it, since poll() on a socket with a TX ring
+	// runs the kernel's TX path.
+	withTX := rxOnly
+	withTX.NoTX, withTX.CallerTX, withTX.TXSize, withTX.CompletionSize = false, true, ownerTXRing, ownerTXRing
 	for i, q := range o.own.Queues {
 		if q >= len(nic.queues) {
 			return fmt.Errorf("queue %d: the NIC port has %d queues", q, len(nic.queues))
+		}
+		from := o.txQueue(i)
+		cfg := rxOnly
+		if from != nil {
+			cfg = withTX
 		}
 		s, err := bindQueue(u, nic.bound.ifindex, q, cfg)
 		if err != nil {
@@ -268,8 +286,32 @@ func (o *ownerSockets) bind(l *vhost.MemoryLayout, nic *nicPort) error {
 			nic.queues[q].zc.Store(z)
 		}
 		nic.queues[q].attach(s)
+		if from != nil {
+			_, area := l.Area()
+			t := &zcTx{sock: s, base: l.Base(), area: area, size: l.Len(), link: nic.queues[q].link, from: from}
+			o.ztx[q] = t
+			from.zc.Store(t)
+		}
 	}
 	return nil
+}
+
+// txQueue is the VM's TX queue whose frames go out through the socket of
+// its i-th owned queue (queue pair i), if the port sends without a copy
+// and has that pair; nil otherwise. Called with the switch's lock held.
+func (o *ownerSockets) txQueue(i int) *vhostFromGuest {
+	if !o.sendsZC {
+		return nil
+	}
+	p := o.sw.byName[o.name]
+	if p == nil {
+		return nil
+	}
+	v, ok := p.drv.(*vhostPort)
+	if !ok || i >= len(v.fromGuest) || v.fromGuest[i].idle == nil {
+		return nil
+	}
+	return v.fromGuest[i]
 }
 
 // teardown takes the sockets out of their slots and queues, waits for the
@@ -278,6 +320,11 @@ func (o *ownerSockets) bind(l *vhost.MemoryLayout, nic *nicPort) error {
 func (o *ownerSockets) teardown(why string) {
 	if o.umem == nil {
 		return
+	}
+	// The transmit side first: once closed, no worker sends on a socket
+	// or reaps it (its burst takes the zcTx's lock).
+	for _, t := range o.ztx {
+		t.close()
 	}
 	var discarded uint64
 	for q, s := range o.socks {
@@ -304,8 +351,16 @@ func (o *ownerSockets) teardown(why string) {
 	for _, z := range o.zc {
 		z.abandon(z.vmq.Receiver())
 	}
+	// Nor does it read the frames of TX chains held for it: the TX
+	// queues give them back (used, length 0) at their next call, the
+	// rebind's Complete when a ring stops.
+	for _, t := range o.ztx {
+		if tx := t.from.q.Transmitter(); tx != nil {
+			tx.AbandonHeld()
+		}
+	}
 	slog.Info("vhost: owned NIC queues unbound", "port", o.name, "why", why, "generation", o.gen)
-	o.umem, o.socks, o.nic, o.steer, o.gen, o.zc = nil, nil, nil, nil, 0, nil
+	o.umem, o.socks, o.nic, o.steer, o.gen, o.zc, o.ztx = nil, nil, nil, nil, 0, nil, nil
 }
 
 // state is what show ports says of the owned queues' sockets: "bound"

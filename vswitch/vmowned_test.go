@@ -36,6 +36,13 @@ func newOwnedLab(t *testing.T) *ownedLab {
 
 func newOwnedLabOpts(t *testing.T, opts vhosttest.Options) *ownedLab {
 	t.Helper()
+	return newOwnedLabWith(t, opts, nil)
+}
+
+// newOwnedLabWith is newOwnedLabOpts with the VM port's spec changed by
+// edit (nil: as it is).
+func newOwnedLabWith(t *testing.T, opts vhosttest.Options, edit func(*portspec.Vhost)) *ownedLab {
+	t.Helper()
 	require.Root(t)
 	require.Commands(t, "ping", "arp")
 	l := &ownedLab{v: netns.NewVeth(t, netns.VethOptions{Queues: 2, InnerAddr: "10.94.0.1/24"})}
@@ -50,6 +57,9 @@ func newOwnedLabOpts(t *testing.T, opts vhosttest.Options) *ownedLab {
 	t.Cleanup(l.s.removeAll)
 	l.nic = l.s.byName[l.v.Outer].drv.(*nicPort)
 	spec := portspec.Vhost{Name: "vmz", MAC: vmMAC, Own: &portspec.Own{Ifname: l.v.Outer, Queues: []int{1}}}
+	if edit != nil {
+		edit(&spec)
+	}
 	l.g = addGuestSpec(t, l.s, spec, ownedVM, opts)
 	l.small = opts.BufSize != 0 && opts.BufSize < lendMin
 	return l

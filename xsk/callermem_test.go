@@ -89,26 +89,7 @@ func TestCallerMemoryUnaligned(t *testing.T) {
 	frame := udpFrame(60, 4999, 0x66669999)
 	copy(mem[addr:], frame)
 
-	// Receive what reaches the namespace end with an AF_PACKET socket.
-	var pfd int
-	err = p.v.NS.Do(func() error {
-		ifi, err := interfaceIndex(p.v.Inner)
-		if err != nil {
-			return err
-		}
-		pfd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IP)))
-		if err != nil {
-			return err
-		}
-		return unix.Bind(pfd, &unix.SockaddrLinklayer{Ifindex: ifi, Protocol: htons(unix.ETH_P_IP)})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pfd)
-	if err := unix.SetsockoptTimeval(pfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5}); err != nil {
-		t.Fatal(err)
-	}
+	pfd := packetSocketIn(t, p)
 
 	before := s.FreeFrames()
 	if n, err := s.TransmitDescs([]Desc{{Addr: addr, Len: 60}}); err != nil || n != 1 {
@@ -144,4 +125,30 @@ func TestCallerMemoryUnaligned(t *testing.T) {
 	if st.TXInvalidDescs != 0 {
 		t.Fatalf("kernel refused the descriptor: %+v", st)
 	}
+}
+
+// packetSocketIn is an AF_PACKET socket on the pair's namespace end
+// receiving IPv4 frames, with a 5 s receive timeout; closed at the end.
+func packetSocketIn(t *testing.T, p *pair) int {
+	t.Helper()
+	var pfd int
+	err := p.v.NS.Do(func() error {
+		ifi, err := interfaceIndex(p.v.Inner)
+		if err != nil {
+			return err
+		}
+		pfd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IP)))
+		if err != nil {
+			return err
+		}
+		return unix.Bind(pfd, &unix.SockaddrLinklayer{Ifindex: ifi, Protocol: htons(unix.ETH_P_IP)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(pfd) })
+	if err := unix.SetsockoptTimeval(pfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5}); err != nil {
+		t.Fatal(err)
+	}
+	return pfd
 }

@@ -40,7 +40,9 @@ func fakeSocket(t testing.TB, ucfg UMEMConfig, cfg SocketConfig) *Socket {
 		if s.tx, err = newDescRing(mapFake(t, cfg.TXSize, descSize), fakeLayout, cfg.TXSize); err != nil {
 			t.Fatal(err)
 		}
-		s.fifo = newTXFIFO(cfg.TXSize + cfg.CompletionSize)
+		if !cfg.CallerTX {
+			s.fifo = newTXFIFO(cfg.TXSize + cfg.CompletionSize)
+		}
 	}
 	first, err := u.claim(uint64(cfg.Frames))
 	if err != nil {

@@ -4,6 +4,8 @@ package xsk
 // order. Completions are matched by order, not by the address the kernel
 // writes back: copy mode completes in order, and an odd unaligned address
 // comes back with bit 0 cleared, so the address cannot identify the frame.
+// (The caller-owned path, CallerTX in txaddr.go, matches by key instead:
+// it sends no frames of the socket's stash, so no order is assumed.)
 type txFIFO struct {
 	buf        []uint64
 	mask       uint32

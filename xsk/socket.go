@@ -64,6 +64,10 @@ type SocketConfig struct {
 	// frames to the fill ring; the caller does, with RefillUpTo, and may
 	// post addresses of its own with PostFill (fillmanual.go).
 	ManualFill bool
+	// CallerTX: the TX ring carries only the caller's own UMEM addresses
+	// (TransmitAt), whose completions come back by address (CompleteAt);
+	// Transmit, TXReserve and TransmitDescs are refused (txaddr.go).
+	CallerTX bool
 }
 
 // BusyPoll configures SO_PREFER_BUSY_POLL, SO_BUSY_POLL (microseconds) and
@@ -142,6 +146,7 @@ type Socket struct {
 	busyPollNote string
 	txReserved   uint32 // TX slots reserved, not yet submitted
 	txResIdx     uint32
+	callerOut    uint32 // CallerTX: descriptors sent, not completed
 	pollFDs      [1]unix.PollFd
 	frameCap     uint32 // usable bytes per TX frame
 	counters     Counters
@@ -178,7 +183,7 @@ func (u *UMEM) Bind(ifindex, queue int, cfg SocketConfig) (*Socket, error) {
 		return nil, err
 	}
 	s.alloc = newFrameAlloc(uint64(u.cfg.FrameSize), first, uint64(cfg.Frames))
-	if !cfg.NoTX {
+	if !cfg.NoTX && !cfg.CallerTX {
 		s.fifo = newTXFIFO(cfg.TXSize + cfg.CompletionSize)
 	}
 	s.frameCap = u.cfg.FrameSize

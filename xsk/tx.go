@@ -8,7 +8,7 @@ import "golang.org/x/sys/unix"
 // and TXSetLen(i, ...), then TXSubmit. Reservations accumulate until
 // submitted.
 func (s *Socket) TXReserve(n int) int {
-	if s.tx == nil || n <= 0 {
+	if s.tx == nil || s.fifo == nil || n <= 0 {
 		return 0
 	}
 	want := uint32(n)
@@ -68,6 +68,9 @@ func (s *Socket) TXSubmit(n int) (int, error) {
 	if s.tx == nil {
 		return 0, ErrNoRing
 	}
+	if s.fifo == nil {
+		return 0, ErrConfig // CallerTX: TransmitAt
+	}
 	keep := uint32(0)
 	lim := min(uint32(max(n, 0)), s.txReserved)
 	for i := range s.txReserved {
@@ -125,6 +128,9 @@ func (s *Socket) TransmitDescs(descs []Desc) (int, error) {
 	if s.tx == nil {
 		return 0, ErrNoRing
 	}
+	if s.fifo == nil {
+		return 0, ErrConfig // CallerTX: TransmitAt
+	}
 	if s.txReserved > 0 {
 		return 0, ErrTXOpen
 	}
@@ -174,7 +180,7 @@ func (s *Socket) validTXDesc(d Desc) bool {
 // submission order) to the stash. If the kernel still has descriptors in
 // the TX ring (copy mode sends at most TXBudget per kick), it kicks again.
 func (s *Socket) Complete() (int, error) {
-	if s.tx == nil {
+	if s.tx == nil || s.fifo == nil {
 		return 0, nil
 	}
 	idx, got := s.comp.peek(s.comp.size)
