@@ -41,11 +41,14 @@ func steerWire(t *runT, v *netns.Veth) {
 }
 
 // guestVhostSpec is the guest's --vhost port on system sys: for the
-// zero-copy system it owns the veth's queue (own= needs mac=).
+// zero-copy system it owns the veth's queue (own= needs mac=), and does
+// not enforce its source MAC (spoof=allow): a port that does transmits
+// through the copy path only, since the guest could rewrite a frame's
+// source after the check while it waits in guest memory for the kernel.
 func guestVhostSpec(sys, sock string, v *netns.Veth) string {
 	spec := sock + ",name=vu0,mac=" + guestMAC0
 	if sys == sysXvswitchZerocopy {
-		spec += ",own=" + v.Outer + ":" + strconv.Itoa(ownedQueue)
+		spec += ",own=" + v.Outer + ":" + strconv.Itoa(ownedQueue) + ",spoof=allow"
 	}
 	return spec
 }
