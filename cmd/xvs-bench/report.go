@@ -184,6 +184,7 @@ func (r *Report) markdown() string {
 			b.WriteString("\n")
 		}
 	}
+	b.WriteString(r.zerocopySection())
 	b.WriteString(r.placementSection())
 	b.WriteString(r.profileSection())
 	return b.String()
