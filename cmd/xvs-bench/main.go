@@ -8,7 +8,10 @@
 // Scenarios (as listed in BENCHMARKS.md), for 64- and 1518-byte frames and packed and split
 // rings: 1 VM -> switch, 2 switch -> VM, 3 VM -> VM (cross-connect and
 // learning bridge), 4 NIC -> VM, 5 VM -> NIC, 6 NIC <-> VM round-trip
-// latency, 7 idle CPU. "VM" is DPDK testpmd with virtio-user ports, "NIC"
+// latency, 7 idle CPU; scenarios 4 and 5 run xvswitch twice, on its copy
+// path and on its zero-copy path (the guest's port owning a NIC queue),
+// beside DPDK, and report CPU time per frame and the path counters (see
+// zerocopy.go). "VM" is DPDK testpmd with virtio-user ports, "NIC"
 // a veth pair whose far end is in a network namespace. It needs root,
 // dpdk-testpmd (Debian's dpdk-dev and PMD packages), ip and taskset.
 package main
