@@ -52,7 +52,7 @@ const guestConfig = "DPDK testpmd with net_virtio_user: mrg_rxbuf=1, in_order=0,
 	"xvswitch: one worker, default --idle-after; NIC: veth (AF_XDP copy mode), MTU 1600"
 
 func newReport(o options) *Report {
-	return &Report{
+	r := &Report{
 		Date:           time.Now().UTC().Format("2006-01-02 15:04 MST"),
 		Host:           hostInfo(),
 		Command:        "xvs-bench " + strings.Join(o.args, " "),
@@ -67,6 +67,10 @@ func newReport(o options) *Report {
 		Placement:      placement(o.runtimeCPUs),
 		Guest:          guestConfig,
 	}
+	if o.idleAfter != "" {
+		r.Guest = strings.Replace(r.Guest, "default --idle-after", "--idle-after "+o.idleAfter, 1)
+	}
+	return r
 }
 
 func hostInfo() Host {
