@@ -8,7 +8,10 @@
 // Scenarios (as listed in BENCHMARKS.md), for 64- and 1518-byte frames and packed and split
 // rings: 1 VM -> switch, 2 switch -> VM, 3 VM -> VM (cross-connect and
 // learning bridge), 4 NIC -> VM, 5 VM -> NIC, 6 NIC <-> VM round-trip
-// latency, 7 idle CPU. "VM" is DPDK testpmd with virtio-user ports, "NIC"
+// latency, 7 idle CPU; scenarios 4 and 5 run xvswitch twice, on its copy
+// path and on its zero-copy path (the guest's port owning a NIC queue),
+// beside DPDK, and report CPU time per frame and the path counters (see
+// zerocopy.go). "VM" is DPDK testpmd with virtio-user ports, "NIC"
 // a veth pair whose far end is in a network namespace. It needs root,
 // dpdk-testpmd (Debian's dpdk-dev and PMD packages), ip and taskset.
 package main
@@ -37,6 +40,7 @@ type options struct {
 	sizes     []int
 	rings     []string
 	modes     []string // VM -> VM: xconnect, bridge
+	paths     []string // NIC -> VM, VM -> NIC: xvswitch's copy and zero-copy paths
 	rounds    int
 	// latencyRounds and probes: scenario 6's rounds, and the round
 	// trips each of its runs measures.
@@ -52,16 +56,21 @@ type options struct {
 	// profileDuration is the profiled run's window.
 	profileDuration time.Duration
 	smoke           bool
-	genCPU          int      // NIC -> VM: the CPU of the wire-side generator
-	keep            bool     // keep every run's work directory (testpmd logs, sockets)
-	replot          string   // a bench.json to render again instead of measuring
-	args            []string // as given, for the record
+	// idleAfter, if set, is the switch under test's --idle-after: 1ns
+	// lets its worker sleep whenever its queues are empty, so that its
+	// CPU time is the frames' work rather than empty polls.
+	idleAfter string
+	genCPU    int      // NIC -> VM: the CPU of the wire-side generator
+	keep      bool     // keep every run's work directory (testpmd logs, sockets)
+	replot    string   // a bench.json to render again instead of measuring
+	args      []string // as given, for the record
 }
 
 // smokeOptions is the smoke run: one small case per scenario (64 B, split
-// ring, VM -> VM cross-connected), one round, a fraction of a second each.
+// ring, VM -> VM cross-connected, NIC <-> VM on both of xvswitch's paths),
+// one round, a fraction of a second each.
 func smokeOptions(out string) options {
-	return options{out: out, scenarios: []int{1, 2, 3, 4, 5, 6, 7}, sizes: []int{64}, rings: []string{"split"}, modes: []string{"xconnect"},
+	return options{out: out, scenarios: []int{1, 2, 3, 4, 5, 6, 7}, sizes: []int{64}, rings: []string{"split"}, modes: []string{"xconnect"}, paths: []string{pathCopy, pathZerocopy},
 		genCPU: switchCPU, rounds: 1, latencyRounds: 1, probes: 1000, runtimeCPUs: strconv.Itoa(guestCPU),
 		warmup: 300 * time.Millisecond, duration: 500 * time.Millisecond, profileDuration: 500 * time.Millisecond, smoke: true}
 }
@@ -69,13 +78,14 @@ func smokeOptions(out string) options {
 func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("xvs-bench", flag.ContinueOnError)
 	var o options
-	var scen, sizes, rings, modes string
+	var scen, sizes, rings, modes, paths string
 	fs.StringVar(&o.out, "out", "results", "directory for bench.json, bench.md and bench.png")
 	fs.StringVar(&o.xvswitch, "xvswitch", "", "the xvswitch binary (default: go build ./cmd/xvswitch into a temporary directory)")
 	fs.StringVar(&scen, "scenarios", "1,2,3,4,5,6,7", "scenarios to run")
 	fs.StringVar(&sizes, "sizes", "64,1518", "frame sizes (bytes, Ethernet header to payload end, no FCS)")
 	fs.StringVar(&rings, "rings", "packed,split", "virtqueue kinds")
 	fs.StringVar(&modes, "modes", "xconnect,bridge", "VM -> VM forwarding modes")
+	fs.StringVar(&paths, "paths", "copy,zerocopy", "NIC -> VM and VM -> NIC: xvswitch's paths, each a system of its own beside DPDK (zerocopy: the guest's port owns a NIC queue, own=)")
 	fs.IntVar(&o.rounds, "rounds", 5, "xvswitch/DPDK alternations per case (the table gives each system's median and best)")
 	fs.IntVar(&o.latencyRounds, "latency-rounds", 3, "xvswitch/DPDK alternations of the latency case (scenario 6)")
 	fs.IntVar(&o.probes, "probes", 10000, "latency: round trips measured per run")
@@ -84,10 +94,11 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.runtimeCPUs, "runtime-cpus", strconv.Itoa(guestCPU), "CPUs of xvswitch's process (taskset; its Go runtime's threads), its worker pinned to CPU 1 by --cpus; empty: not pinned")
 	fs.DurationVar(&o.profileDuration, "profile-duration", 5*time.Second, "-profile: the profiled run's measured window")
 	fs.StringVar(&o.profile, "profile", "", "profile xvswitch's worker with perf in one extra run per case of scenarios 1-3, writing `DIR`/profile-<scenario>-<ring>-<size>.txt")
+	fs.StringVar(&o.idleAfter, "idle-after", "", "the --idle-after of the xvswitch under test (default: xvswitch's, 10ms); 1ns: its worker sleeps in epoll after 64 empty polls, so its CPU time per frame counts work, not empty polls")
 	fs.IntVar(&o.genCPU, "gen-cpu", switchCPU, "NIC -> VM: the CPU of the wire-side generator (1 shares the switch's, 0 the guest's)")
 	fs.BoolVar(&o.keep, "keep", false, "keep every run's work directory (testpmd logs); failed runs' are always kept")
 	fs.StringVar(&o.replot, "replot", "", "render the table and chart of an existing bench.json into -out, measuring nothing")
-	smoke := fs.Bool("smoke", false, "smoke run: scenarios 1-7, 64 B, split ring, VM -> VM cross-connected, one round, 0.5 s windows (overrides the others but -out, -xvswitch, -keep, -gen-cpu, -runtime-cpus and -profile)")
+	smoke := fs.Bool("smoke", false, "smoke run: scenarios 1-7, 64 B, split ring, VM -> VM cross-connected, NIC <-> VM on both paths, one round, 0.5 s windows (overrides the others but -out, -xvswitch, -keep, -gen-cpu, -runtime-cpus and -profile)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -101,6 +112,7 @@ func parseFlags(args []string) (options, error) {
 		so.genCPU = o.genCPU
 		so.profile = o.profile
 		so.runtimeCPUs = o.runtimeCPUs
+		so.idleAfter = o.idleAfter
 		so.args = args
 		return so, nil
 	}
@@ -131,8 +143,19 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.modes = append(o.modes, s)
 	}
+	for _, s := range strings.Split(paths, ",") {
+		if s != pathCopy && s != pathZerocopy {
+			return o, fmt.Errorf("-paths: %q: want copy or zerocopy", s)
+		}
+		o.paths = append(o.paths, s)
+	}
 	if o.rounds < 1 || o.latencyRounds < 1 || o.probes < 1 || o.duration <= 0 || o.profileDuration <= 0 || o.warmup < 0 {
 		return o, fmt.Errorf("-rounds, -latency-rounds and -probes must be >= 1, -duration and -profile-duration > 0")
+	}
+	if o.idleAfter != "" {
+		if _, err := time.ParseDuration(o.idleAfter); err != nil {
+			return o, fmt.Errorf("-idle-after: %v", err)
+		}
 	}
 	if o.runtimeCPUs != "" {
 		cpus, err := parseCPUList(o.runtimeCPUs)
@@ -206,7 +229,7 @@ func runBench(o options, log io.Writer) (*Report, error) {
 		return nil, err
 	}
 	rep := newReport(o)
-	cases := plan(o.scenarios, o.sizes, o.rings, o.modes)
+	cases := plan(o.scenarios, o.sizes, o.rings, o.modes, o.paths)
 	// Ctrl-C (or SIGTERM) lets the current run finish and tear down its
 	// namespaces and processes, then writes what was measured; a second
 	// one exits at once (children die with us, namespaces may remain).
@@ -224,7 +247,7 @@ func runBench(o options, log io.Writer) (*Report, error) {
 			os.Exit(130)
 		}
 	}()
-	fmt.Fprintf(log, "xvs-bench: %d cases x %d rounds (latency: %d) x 2 systems; load %.2f; process logs in %s\n", len(cases), o.rounds, o.latencyRounds, rep.LoadStart[0], logDir)
+	fmt.Fprintf(log, "xvs-bench: %d cases x %d rounds (latency: %d) x 2-3 systems; load %.2f; process logs in %s\n", len(cases), o.rounds, o.latencyRounds, rep.LoadStart[0], logDir)
 	start := time.Now()
 	for i, c := range cases {
 		fmt.Fprintf(log, "[%d/%d] %s (%s)\n", i+1, len(cases), c.ID, time.Since(start).Round(time.Second))

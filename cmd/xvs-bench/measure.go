@@ -12,15 +12,18 @@ import (
 
 // Run is one measurement of one system on one case.
 type Run struct {
-	System          string   `json:"system"`
-	Round           int      `json:"round"`
-	Mpps            float64  `json:"mpps,omitempty"`
-	OfferedMpps     float64  `json:"offered_mpps,omitempty"` // what the source sent, where the case counts it
-	Packets         uint64   `json:"packets,omitempty"`
-	Seconds         float64  `json:"seconds,omitempty"` // the window the packets were counted in
-	CPUSeconds      float64  `json:"cpu_seconds"`       // the switching process, over WallSeconds
-	WallSeconds     float64  `json:"wall_seconds"`
-	CPUPercent      float64  `json:"cpu_percent"`       // of one core
+	System      string  `json:"system"`
+	Round       int     `json:"round"`
+	Mpps        float64 `json:"mpps,omitempty"`
+	OfferedMpps float64 `json:"offered_mpps,omitempty"` // what the source sent, where the case counts it
+	Packets     uint64  `json:"packets,omitempty"`
+	Seconds     float64 `json:"seconds,omitempty"` // the window the packets were counted in
+	CPUSeconds  float64 `json:"cpu_seconds"`       // the switching process, over WallSeconds
+	WallSeconds float64 `json:"wall_seconds"`
+	CPUPercent  float64 `json:"cpu_percent"` // of one core
+	// NsPerFrame is the switching process's CPU time per counted frame:
+	// its CPU share over the window divided by the frame rate (rates).
+	NsPerFrame      float64  `json:"cpu_ns_per_frame,omitempty"`
 	GuestCPUPercent float64  `json:"guest_cpu_percent"` // the guest testpmd's, same window
 	PeakRSSMiB      float64  `json:"peak_rss_mib"`
 	Latency         *Latency `json:"latency,omitempty"`
@@ -31,6 +34,13 @@ type Run struct {
 	// (which DPDK does not report: ringFullDrop).
 	WindowDrops      Drops  `json:"window_drops"`
 	WindowDropsTotal uint64 `json:"window_drops_total"`
+	// PathStart and PathEnd (xvswitch): its ports' path counters, queue
+	// counters and kernel counters at the window's start and end
+	// (zerocopy.go); PathWindow their increase: which path the frames
+	// in the window took.
+	PathStart  Paths `json:"path_counters_start,omitempty"`
+	PathEnd    Paths `json:"path_counters_end,omitempty"`
+	PathWindow Paths `json:"path_counters_window,omitempty"`
 	// Threads: where each thread of the switching process (Switch) and
 	// of the guest testpmd (Guest) may run, read during the run.
 	SwitchThreads string `json:"switch_threads"`
@@ -99,6 +109,11 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	if err != nil {
 		t.Fatalf("drops: %v", err)
 	}
+	if tp.paths != nil {
+		if r.PathStart, err = tp.paths(); err != nil {
+			t.Fatalf("path counters: %v", err)
+		}
+	}
 	var perf *perfRecording
 	if r.Profiled {
 		perf = b.startProfile(t, tp, threads0, r)
@@ -164,6 +179,12 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 			perf = nil
 		}
 	}
+	if tp.paths != nil {
+		if r.PathEnd, err = tp.paths(); err != nil {
+			t.Fatalf("path counters: %v", err)
+		}
+		r.PathWindow = r.PathEnd.since(r.PathStart)
+	}
 	drops1, err := tp.drops()
 	if err != nil {
 		t.Fatalf("drops: %v", err)
@@ -190,6 +211,11 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	}
 	r.CPUSeconds = cpu1 - cpu0
 	r.CPUPercent = 100 * r.CPUSeconds / r.WallSeconds
+	if c.Kind == kindRate && r.Mpps > 0 {
+		// CPU seconds per second over frames per second: the two
+		// windows differ by the counters' reads, the rates do not.
+		r.NsPerFrame = 1e9 * (r.CPUSeconds / r.WallSeconds) / (r.Mpps * 1e6)
+	}
 	if gcpu1, err := cpuSeconds(tp.guestPid); err == nil {
 		r.GuestCPUPercent = 100 * (gcpu1 - gcpu0) / r.WallSeconds
 	}
@@ -251,6 +277,8 @@ type Result struct {
 	Runs      []Run      `json:"runs"`
 	Xvswitch  SysSummary `json:"xvswitch"`
 	DPDK      SysSummary `json:"dpdk"`
+	// XvswitchZerocopy is the zero-copy system's (scenarios 4 and 5).
+	XvswitchZerocopy *SysSummary `json:"xvswitch_zerocopy,omitempty"`
 	// RatioMedian and RatioBest are xvswitch / DPDK of the medians and
 	// of the bests (ratios, stats.go): Mpps for a rate (higher is
 	// better), p99 round trip for latency and CPU for idle (lower is
@@ -288,7 +316,7 @@ func (b *bench) runCase(c Case, stop *atomic.Bool) Result {
 		return r
 	}
 	for round := 1; round <= b.opt.roundsOf(c) && !stop.Load(); round++ {
-		for _, sys := range []string{sysXvswitch, sysDPDK} {
+		for _, sys := range c.systems() {
 			if stop.Load() {
 				break
 			}
@@ -311,6 +339,11 @@ func (b *bench) runCase(c Case, stop *atomic.Bool) Result {
 func (res *Result) summarize() {
 	res.Xvswitch = summarize1(res.Runs, sysXvswitch)
 	res.DPDK = summarize1(res.Runs, sysDPDK)
+	res.XvswitchZerocopy = nil
+	if res.has(sysXvswitchZerocopy) {
+		s := summarize1(res.Runs, sysXvswitchZerocopy)
+		res.XvswitchZerocopy = &s
+	}
 	res.RatioMedian, res.RatioBest = ratios(res.Kind, res.Xvswitch, res.DPDK)
 }
 

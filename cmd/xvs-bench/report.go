@@ -52,7 +52,7 @@ const guestConfig = "DPDK testpmd with net_virtio_user: mrg_rxbuf=1, in_order=0,
 	"xvswitch: one worker, default --idle-after; NIC: veth (AF_XDP copy mode), MTU 1600"
 
 func newReport(o options) *Report {
-	return &Report{
+	r := &Report{
 		Date:           time.Now().UTC().Format("2006-01-02 15:04 MST"),
 		Host:           hostInfo(),
 		Command:        "xvs-bench " + strings.Join(o.args, " "),
@@ -60,13 +60,17 @@ func newReport(o options) *Report {
 		Rounds:         o.rounds,
 		LatencyRounds:  o.latencyRounds,
 		Probes:         o.probes,
-		XvswitchLaunch: xvswitchLaunch(o.runtimeCPUs),
+		XvswitchLaunch: xvswitchLaunch(o.runtimeCPUs, o.idleAfter),
 		Warmup:         o.warmup.String(),
 		Duration:       o.duration.String(),
 		LoadStart:      loadAvg(),
 		Placement:      placement(o.runtimeCPUs),
 		Guest:          guestConfig,
 	}
+	if o.idleAfter != "" {
+		r.Guest = strings.Replace(r.Guest, "default --idle-after", "--idle-after "+o.idleAfter, 1)
+	}
+	return r
 }
 
 func hostInfo() Host {
@@ -184,6 +188,7 @@ func (r *Report) markdown() string {
 			b.WriteString("\n")
 		}
 	}
+	b.WriteString(r.zerocopySection())
 	b.WriteString(r.placementSection())
 	b.WriteString(r.profileSection())
 	return b.String()
@@ -196,8 +201,14 @@ func firstLine(s string) string {
 
 // summary is sys's summary of res.
 func (res Result) summary(sys string) SysSummary {
-	if sys == sysDPDK {
+	switch sys {
+	case sysDPDK:
 		return res.DPDK
+	case sysXvswitchZerocopy:
+		if res.XvswitchZerocopy != nil {
+			return *res.XvswitchZerocopy
+		}
+		return SysSummary{}
 	}
 	return res.Xvswitch
 }
@@ -314,7 +325,7 @@ func (r *Report) placementSection() string {
 	for _, res := range r.Results {
 		for _, run := range res.Runs {
 			p := run.Placement
-			if run.System != sysXvswitch || run.Error != "" || p == nil || p.RuntimeOffWorkerCPU == nil {
+			if run.System == sysDPDK || run.Error != "" || p == nil || p.RuntimeOffWorkerCPU == nil {
 				continue
 			}
 			runs++

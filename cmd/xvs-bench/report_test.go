@@ -107,7 +107,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := plan(o.scenarios, o.sizes, o.rings, o.modes)
+	cases := plan(o.scenarios, o.sizes, o.rings, o.modes, o.paths)
 	if len(cases) != 2 || cases[0].ID != "s1-64-split" || cases[1].ID != "s3-bridge-64-split" || o.rounds != 3 || o.probes != 500 {
 		t.Errorf("%+v", cases)
 	}
@@ -115,7 +115,7 @@ func TestParseFlags(t *testing.T) {
 	if full.rounds < 5 || full.latencyRounds < 3 || full.probes < 10000 || full.runtimeCPUs != "0" || full.profile != "" {
 		t.Errorf("defaults: %d rounds, %d latency rounds of %d probes, runtime CPUs %q, profile %q", full.rounds, full.latencyRounds, full.probes, full.runtimeCPUs, full.profile)
 	}
-	if n := len(plan(full.scenarios, full.sizes, full.rings, full.modes)); n != 28 {
+	if n := len(plan(full.scenarios, full.sizes, full.rings, full.modes, full.paths)); n != 28 {
 		t.Errorf("full plan has %d cases", n)
 	}
 	for _, bad := range [][]string{{"-scenarios", "8"}, {"-sizes", "32"}, {"-rings", "ring"}, {"-rounds", "0"}, {"-latency-rounds", "0"}, {"-probes", "0"}, {"-profile-duration", "0s"}, {"-runtime-cpus", "1"}, {"-runtime-cpus", "x"}, {"stray"}} {

@@ -26,6 +26,31 @@ type Case struct {
 	// left out of the window drops: scenario 1's one-port xvswitch drops
 	// every frame as no_destination, as DPDK's rxonly frees them.
 	ByDesignDrop string `json:"by_design_drop,omitempty"`
+	// Systems are the systems the case alternates, in round order; empty
+	// (reports from before it existed) means xvswitch and DPDK.
+	Systems []string `json:"systems,omitempty"`
+	// WireQueues is the number of queues of the veth "NIC" (NIC cases;
+	// 0 or 1: one). Two when the case has the zero-copy system: its VM
+	// owns one queue, the NIC port keeps the other (zerocopy.go).
+	WireQueues int `json:"wire_queues,omitempty"`
+}
+
+// systems is c's systems, in the order its rounds run them.
+func (c Case) systems() []string {
+	if len(c.Systems) == 0 {
+		return []string{sysXvswitch, sysDPDK}
+	}
+	return c.Systems
+}
+
+// has says whether c runs system sys.
+func (c Case) has(sys string) bool {
+	for _, s := range c.systems() {
+		if s == sys {
+			return true
+		}
+	}
+	return false
 }
 
 const (
@@ -54,7 +79,27 @@ var instruments = map[int]string{
 	7: "CPU time of the switching process; guest connected, no traffic",
 }
 
+// Paths of xvswitch between the NIC and a VM (-paths): its copy path, and
+// the zero-copy path of a VM that owns a NIC queue (docs/zerocopy.md).
+// Scenarios 4 and 5 run one xvswitch system per path; the others have
+// no zero-copy path and run the copy path only.
+const (
+	pathCopy     = "copy"
+	pathZerocopy = "zerocopy"
+)
+
+// zerocopyScenario says whether scenario s runs the zero-copy path.
+func zerocopyScenario(s int) bool { return s == 4 || s == 5 }
+
+// newCase is a case with xvswitch's copy path beside DPDK.
 func newCase(scenario int, mode string, size int, ring string) Case {
+	return newPathCase(scenario, mode, size, ring, []string{pathCopy})
+}
+
+// newPathCase is a case whose xvswitch systems take the given paths
+// (only scenarios 4 and 5 have the zero-copy path), then DPDK. With the
+// zero-copy path the NIC gets two queues, for every system of the case.
+func newPathCase(scenario int, mode string, size int, ring string, paths []string) Case {
 	kind := kindRate
 	switch scenario {
 	case 6:
@@ -72,13 +117,30 @@ func newCase(scenario int, mode string, size int, ring string) Case {
 	if scenario == 1 {
 		c.ByDesignDrop = "no_destination"
 	}
+	for _, p := range paths {
+		switch {
+		case p == pathCopy:
+			c.Systems = append(c.Systems, sysXvswitch)
+		case p == pathZerocopy && zerocopyScenario(scenario):
+			c.Systems = append(c.Systems, sysXvswitchZerocopy)
+			c.WireQueues = 2
+		}
+	}
+	if len(c.Systems) == 0 { // zero-copy only, in a scenario without it
+		c.Systems = append(c.Systems, sysXvswitch)
+	}
+	c.Systems = append(c.Systems, sysDPDK)
+	if len(c.Systems) == 2 && c.Systems[0] == sysXvswitch {
+		c.Systems = nil // the default: keeps the JSON of such cases as it was
+	}
 	return c
 }
 
 // plan lists the cases of a run: every scenario for every frame size and
 // ring kind (VM -> VM in each of modes; latency with the first frame
-// size only, idle once per ring).
-func plan(scenarios []int, sizes []int, rings, modes []string) []Case {
+// size only, idle once per ring); NIC -> VM and VM -> NIC run xvswitch on
+// each of paths.
+func plan(scenarios []int, sizes []int, rings, modes, paths []string) []Case {
 	var out []Case
 	for _, s := range scenarios {
 		for _, ring := range rings {
@@ -91,6 +153,10 @@ func plan(scenarios []int, sizes []int, rings, modes []string) []Case {
 				}
 			case 6, 7:
 				out = append(out, newCase(s, "", sizes[0], ring))
+			case 4, 5:
+				for _, size := range sizes {
+					out = append(out, newPathCase(s, "", size, ring, paths))
+				}
 			default:
 				for _, size := range sizes {
 					out = append(out, newCase(s, "", size, ring))
@@ -116,11 +182,16 @@ type topo struct {
 	drops func() (Drops, error)
 	// workerCPUs (xvswitch) are the CPUs its workers are pinned to.
 	workerCPUs []int
+	// paths (xvswitch) reads its ports' path and kernel counters.
+	paths func() (Paths, error)
 }
 
 const (
 	sysXvswitch = "xvswitch"
-	sysDPDK     = "dpdk"
+	// sysXvswitchZerocopy is xvswitch with the guest's port owning a NIC
+	// queue (own=): the zero-copy path, where the frames allow it.
+	sysXvswitchZerocopy = "xvswitch-zerocopy"
+	sysDPDK             = "dpdk"
 )
 
 // build sets up case c on system sys. It runs inside t.step: failures
@@ -129,15 +200,20 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 	dir := t.TempDir()
 	sock0, sock1 := filepath.Join(dir, "vu0.sock"), filepath.Join(dir, "vu1.sock")
 	vhost := func(path string) testpmd.Port { return testpmd.Port{Kind: testpmd.VhostUser, Path: path} }
-	xvs := sys == sysXvswitch
+	xvs := sys != sysDPDK
 	tp := &topo{}
 	var d *xvsDaemon
 	var sw *testpmd.Process
 	swPorts := 1 // the DPDK switch's ports, for its drop counters
 	setPID := func() {
 		if xvs {
+			if sys == sysXvswitchZerocopy {
+				// The guest is up: its memory table is in.
+				waitOwnSockets(t, d)
+			}
 			tp.pid = d.pid()
 			tp.drops = d.drops
+			tp.paths = d.paths
 			cpus, err := d.workerCPUs()
 			if err != nil || len(cpus) == 0 {
 				t.Fatalf("xvswitch show workers: %v (CPUs %v)", err, cpus)
@@ -169,7 +245,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 	startNICVM := func(v *netns.Veth) {
 		swPorts = 2
 		if xvs {
-			d = b.startXvswitch(t, "switch", switchCPU, "", "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", sock0+",name=vu0,mac="+guestMAC0)
+			d = b.startSwitch(t, "--nic", v.Outer+",mode=copy,name=nic0", "--vhost", guestVhostSpec(sys, sock0, v))
 		} else {
 			sw = b.startDPDKSwitch(t, []testpmd.Port{{Kind: testpmd.AFXDP, Iface: v.Outer}, vhost(sock0)}, "io", c.Size)
 		}
@@ -179,7 +255,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		if xvs {
 			// A one-port switch: frames are received, released to the
 			// guest and counted as dropped (no_destination), DPDK's rxonly.
-			d = b.startXvswitch(t, "switch", switchCPU, "", "--vhost", sock0+",name=vu0")
+			d = b.startSwitch(t, "--vhost", sock0+",name=vu0")
 		} else {
 			sw = b.startDPDKSwitch(t, []testpmd.Port{vhost(sock0)}, "rxonly", c.Size)
 		}
@@ -190,7 +266,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 
 	case 2: // switch -> VM: the switch sends, virtio-user rxonly.
 		if xvs {
-			d = b.startXvswitch(t, "switch", switchCPU, "", "--vhost", sock0+",name=vu0,mac="+guestMAC0,
+			d = b.startSwitch(t, "--vhost", sock0+",name=vu0,mac="+guestMAC0,
 				"--gen", fmt.Sprintf("gen0,size=%d,dst=%s", c.Size, guestMAC0), "--xconnect", "gen0=vu0")
 		} else {
 			sw = b.startDPDKSwitch(t, []testpmd.Port{vhost(sock0)}, "txonly", c.Size)
@@ -206,7 +282,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 			if c.Mode == "xconnect" {
 				args = append(args, "--xconnect", "vu0=vu1")
 			}
-			d = b.startXvswitch(t, "switch", switchCPU, "", args...)
+			d = b.startSwitch(t, args...)
 		} else {
 			sw = b.startDPDKSwitch(t, []testpmd.Port{vhost(sock0), vhost(sock1)}, "io", c.Size)
 		}
@@ -226,7 +302,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		tp.count = rxCounter(g, 0, 1)
 
 	case 4: // NIC -> VM
-		v, _ := wire(t)
+		v, _ := wire(t, c.WireQueues)
 		startNICVM(v)
 		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
 		tp.guestPid = g.Pid()
@@ -247,7 +323,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		}
 
 	case 5: // VM -> NIC
-		v, innerMAC := wire(t)
+		v, innerMAC := wire(t, c.WireQueues)
 		startNICVM(v)
 		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, map[int]string{0: innerMAC})
 		tp.guestPid = g.Pid()
@@ -256,7 +332,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		tp.offered = txCounter(g, 0)
 
 	case 6: // NIC <-> VM latency
-		v, innerMAC := wire(t)
+		v, innerMAC := wire(t, c.WireQueues)
 		startNICVM(v)
 		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "macswap", c.Size, nil)
 		tp.guestPid = g.Pid()
@@ -266,7 +342,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		}
 
 	case 7: // idle: a NIC and a connected guest, no traffic.
-		v, _ := wire(t)
+		v, _ := wire(t, c.WireQueues)
 		startNICVM(v)
 		// The guest's ports are up (its rings are set up, the switch sees
 		// it connected) but it does not poll: it sends nothing. (Started

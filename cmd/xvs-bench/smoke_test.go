@@ -43,7 +43,8 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(js, &got); err != nil {
 		t.Fatalf("bench.json: %v", err)
 	}
-	want := plan(smokeOptions(out).scenarios, []int{64}, []string{"split"}, []string{"xconnect"})
+	so := smokeOptions(out)
+	want := plan(so.scenarios, so.sizes, so.rings, so.modes, so.paths)
 	if len(got.Results) != len(want) || len(got.Results) != len(rep.Results) {
 		t.Fatalf("bench.json has %d results, the plan %d", len(got.Results), len(want))
 	}
@@ -51,10 +52,17 @@ func TestSmoke(t *testing.T) {
 		if res.ID != want[i].ID {
 			t.Errorf("result %d is %s, want %s", i, res.ID, want[i].ID)
 		}
-		for _, s := range []struct {
+		sums := []struct {
 			name string
 			sum  SysSummary
-		}{{sysXvswitch, res.Xvswitch}, {sysDPDK, res.DPDK}} {
+		}{{sysXvswitch, res.Xvswitch}, {sysDPDK, res.DPDK}}
+		if res.has(sysXvswitchZerocopy) {
+			sums = append(sums, struct {
+				name string
+				sum  SysSummary
+			}{sysXvswitchZerocopy, res.summary(sysXvswitchZerocopy)})
+		}
+		for _, s := range sums {
 			if s.sum.Runs != 1 {
 				t.Errorf("%s %s: %d successful runs, want 1: %+v", res.ID, s.name, s.sum.Runs, res.Runs)
 				continue
@@ -83,7 +91,19 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("%s %s: no window drops or thread placement: %+v %+v", res.ID, run.System, run.WindowDrops, run.Placement)
 				continue
 			}
-			if run.System == sysXvswitch {
+			// Each xvswitch path shows in its path counters: the
+			// zero-copy system's frames mostly zero-copy, the copy
+			// system's all copied.
+			if res.Kind == kindRate && zerocopyScenario(res.Scenario) && run.System != sysDPDK {
+				var zc, copied uint64
+				for _, p := range run.PathWindow {
+					zc, copied = zc+p.ZerocopyFrames, copied+p.CopiedFrames
+				}
+				if run.System == sysXvswitch && (zc != 0 || copied == 0) || run.System == sysXvswitchZerocopy && zc <= copied {
+					t.Errorf("%s %s: %d frames zero-copy, %d copied in the window: %+v", res.ID, run.System, zc, copied, run.PathWindow)
+				}
+			}
+			if run.System != sysDPDK {
 				if ok := run.Placement.RuntimeOffWorkerCPU; ok == nil || !*ok || len(run.Placement.workerTIDs()) != 1 {
 					t.Errorf("%s: xvswitch's worker shared its CPU: %v %+v", res.ID, run.Placement.Violations, run.Placement.Threads)
 				}

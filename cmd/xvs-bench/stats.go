@@ -22,6 +22,11 @@ type SysSummary struct {
 	CPUPercent     float64 `json:"median_cpu_percent"`
 	BestCPUPercent float64 `json:"best_cpu_percent"`
 	PeakRSSMiB     float64 `json:"peak_rss_mib"`
+	// CPU time per counted frame (rates): the median and the lowest of
+	// the runs (Run.NsPerFrame), and the median offered load.
+	MedianNsPerFrame  float64 `json:"median_cpu_ns_per_frame,omitempty"`
+	BestNsPerFrame    float64 `json:"best_cpu_ns_per_frame,omitempty"`
+	MedianOfferedMpps float64 `json:"median_offered_mpps,omitempty"`
 	// Frames the switch dropped in the measured window (by-design drops
 	// of the case left out, see Case.ByDesignDrop): median and most.
 	MedianWindowDrops uint64 `json:"median_window_drops"`
@@ -46,7 +51,7 @@ type LatencySummary struct {
 // out: perf's sampling costs the worker some of its time.
 func summarize1(runs []Run, sys string) SysSummary {
 	var s SysSummary
-	var mpps, cpu, pct, drops, p50, p99, p999 []float64
+	var mpps, cpu, pct, drops, p50, p99, p999, nspf, offered []float64
 	var lat LatencySummary
 	for _, r := range runs {
 		if r.System != sys || r.Error != "" || r.Profiled {
@@ -57,6 +62,12 @@ func summarize1(runs []Run, sys string) SysSummary {
 		cpu = append(cpu, r.CPUSeconds)
 		pct = append(pct, r.CPUPercent)
 		drops = append(drops, float64(r.WindowDropsTotal))
+		if r.NsPerFrame > 0 {
+			nspf = append(nspf, r.NsPerFrame)
+		}
+		if r.OfferedMpps > 0 {
+			offered = append(offered, r.OfferedMpps)
+		}
 		s.PeakRSSMiB = max(s.PeakRSSMiB, r.PeakRSSMiB)
 		if l := r.Latency; l != nil && l.Probes > 0 {
 			lat.Probes += l.Probes
@@ -70,6 +81,8 @@ func summarize1(runs []Run, sys string) SysSummary {
 	s.MedianMpps, s.BestMpps = median(mpps), best(mpps, higher)
 	s.CPUSeconds, s.CPUPercent = median(cpu), median(pct)
 	s.BestCPUPercent = best(pct, lower)
+	s.MedianNsPerFrame, s.BestNsPerFrame = median(nspf), best(nspf, lower)
+	s.MedianOfferedMpps = median(offered)
 	s.MedianWindowDrops, s.MaxWindowDrops = uint64(median(drops)), uint64(best(drops, higher))
 	if len(p99) > 0 {
 		lat.MedianP50, lat.MedianP99, lat.MedianP999 = median(p50), median(p99), median(p999)

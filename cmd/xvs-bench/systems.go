@@ -93,15 +93,28 @@ func (b *bench) startXvswitch(t *runT, name string, cpu int, netns string, args 
 	}
 }
 
+// startSwitch starts the xvswitch under test on switchCPU, with
+// -idle-after's --idle-after if given (the wire-side generator keeps the
+// default: its generator port never lets its worker sleep anyway).
+func (b *bench) startSwitch(t *runT, args ...string) *xvsDaemon {
+	if b.opt.idleAfter != "" {
+		args = append([]string{"--idle-after", b.opt.idleAfter}, args...)
+	}
+	return b.startXvswitch(t, "switch", switchCPU, "", args...)
+}
+
 // runtimeGOMAXPROCS is the GOMAXPROCS of an xvswitch whose process mask
 // is runtimeCPUs and which has one worker: a P for each runtime CPU and
 // one the worker holds while it spins (also when its CPU is one of them,
 // as the wire-side generator's can be).
 func runtimeGOMAXPROCS(runtimeCPUs []int) int { return len(runtimeCPUs) + 1 }
 
-// xvswitchLaunch says how startXvswitch runs the switch under test.
-func xvswitchLaunch(runtimeCPUs string) string {
+// xvswitchLaunch says how startSwitch runs the switch under test.
+func xvswitchLaunch(runtimeCPUs, idleAfter string) string {
 	run := fmt.Sprintf("xvswitch run --workers 1 --cpus %d ...", switchCPU)
+	if idleAfter != "" {
+		run = fmt.Sprintf("xvswitch run --idle-after %s --workers 1 --cpus %d ...", idleAfter, switchCPU)
+	}
 	if runtimeCPUs == "" {
 		return "`" + run + "` (its Go runtime's threads unpinned: they may share the worker's CPU)"
 	}
@@ -222,13 +235,18 @@ func nsRxCounter(v *netns.Veth) func() (uint64, time.Time, error) {
 }
 
 // wire makes the "NIC": a veth pair whose outer end the switch attaches
-// to and whose inner end lives in a namespace. The MTU fits a 1518-byte
-// frame (1504 bytes of payload); IPv6 is off in the namespace so the
-// kernel sends nothing of its own while frames are counted.
-func wire(t *runT) (*netns.Veth, string) {
-	v := netns.NewVeth(t, netns.VethOptions{MTU: 1600})
+// to and whose inner end lives in a namespace, with queues queues (0: one).
+// The MTU fits a 1518-byte frame (1504 bytes of payload); IPv6 is off in
+// the namespace so the kernel sends nothing of its own while frames are
+// counted. With more than one queue the namespace's frames are steered
+// as the zero-copy path needs (steerWire).
+func wire(t *runT, queues int) (*netns.Veth, string) {
+	v := netns.NewVeth(t, netns.VethOptions{MTU: 1600, Queues: queues})
 	v.NS.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
 	netns.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+v.Outer+".disable_ipv6=1")
+	if queues > 1 {
+		steerWire(t, v)
+	}
 	return v, netns.MAC(t, v.NS, v.Inner)
 }
 
