@@ -146,3 +146,6 @@ func (r *Ring) fail(err error) error {
 	r.err = fmt.Errorf("split: %w: %w", virtq.ErrBroken, err)
 	return r.err
 }
+
+// Size is the ring's number of descriptors.
+func (r *Ring) Size() int { return int(r.size) }

@@ -86,3 +86,11 @@ func (q *queueBase) Err() error { return q.err }
 // Ring returns the queue's ring (nil when stopped), for the worker's kick
 // handling (EnableKicks, DisableKicks) and for State.
 func (q *queueBase) Ring() virtq.Ring { return q.ring }
+
+// RingSize is the queue's ring's number of descriptors (0: no ring).
+func (q *queueBase) RingSize() int {
+	if q.ring == nil {
+		return 0
+	}
+	return q.ring.Size()
+}

@@ -117,6 +117,7 @@ func (r *fakeRing) EnableKicks()  {}
 func (r *fakeRing) DisableKicks() {}
 func (r *fakeRing) InFlight() int { return len(r.inflight) }
 func (r *fakeRing) State() uint32 { return 0 }
+func (r *fakeRing) Size() int     { return 256 }
 
 // written returns the first n bytes the device wrote into a done chain.
 func (d fakeDone) written() []byte {

@@ -43,6 +43,8 @@ type Ring interface {
 	DisableKicks()
 	// InFlight is how many popped chains are not yet pushed.
 	InFlight() int
+	// Size is the ring's number of descriptors (the driver's queue size).
+	Size() int
 	// State returns the ring state as GET_VRING_BASE carries it. For split:
 	// the next avail index to read. For packed: bits 0-14 the next avail
 	// index, bit 15 its wrap counter, bits 16-30 the next used index, bit

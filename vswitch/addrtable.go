@@ -13,7 +13,7 @@ type addrTable struct {
 }
 
 // addrSlots is a power of two, at least 4*maxLent.
-const addrSlots = 1024
+const addrSlots = 4096
 
 // A compile-time check that maxLent entries keep the table at most a
 // quarter full.
