@@ -91,7 +91,11 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.probes, "probes", 10000, "latency: round trips measured per run")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "traffic runs this long before the measurement window")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measurement window per run (rates and idle)")
-	fs.StringVar(&o.runtimeCPUs, "runtime-cpus", strconv.Itoa(guestCPU), "CPUs of xvswitch's process (taskset; its Go runtime's threads), its worker pinned to CPU 1 by --cpus; empty: not pinned")
+	// Not pinned by default: this machine's other CPU runs the guest's
+	// busy testpmd, and a runtime pinned there makes the worker wait for
+	// it each time sysmon preempts it (docs/measuring.md, "But the
+	// runtime's CPUs must have room").
+	fs.StringVar(&o.runtimeCPUs, "runtime-cpus", "", "CPUs of xvswitch's process (taskset; its Go runtime's threads), its worker pinned to CPU 1 by --cpus; empty (the default): not pinned, the runtime may use the worker's CPU while the worker is parked")
 	fs.DurationVar(&o.profileDuration, "profile-duration", 5*time.Second, "-profile: the profiled run's measured window")
 	fs.StringVar(&o.profile, "profile", "", "profile xvswitch's worker with perf in one extra run per case of scenarios 1-3, writing `DIR`/profile-<scenario>-<ring>-<size>.txt")
 	fs.StringVar(&o.idleAfter, "idle-after", "", "the --idle-after of the xvswitch under test (default: xvswitch's, 10ms); 1ns: its worker sleeps in epoll after 64 empty polls, so its CPU time per frame counts work, not empty polls")
@@ -111,7 +115,13 @@ func parseFlags(args []string) (options, error) {
 		so.keep = o.keep
 		so.genCPU = o.genCPU
 		so.profile = o.profile
-		so.runtimeCPUs = o.runtimeCPUs
+		// The smoke run keeps the runtime off the worker's CPU (its test
+		// checks the placement) unless told otherwise.
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "runtime-cpus" {
+				so.runtimeCPUs = o.runtimeCPUs
+			}
+		})
 		so.idleAfter = o.idleAfter
 		so.args = args
 		return so, nil

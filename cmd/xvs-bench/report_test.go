@@ -112,7 +112,7 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("%+v", cases)
 	}
 	full, _ := parseFlags(nil)
-	if full.rounds < 5 || full.latencyRounds < 3 || full.probes < 10000 || full.runtimeCPUs != "0" || full.profile != "" {
+	if full.rounds < 5 || full.latencyRounds < 3 || full.probes < 10000 || full.runtimeCPUs != "" || full.profile != "" {
 		t.Errorf("defaults: %d rounds, %d latency rounds of %d probes, runtime CPUs %q, profile %q", full.rounds, full.latencyRounds, full.probes, full.runtimeCPUs, full.profile)
 	}
 	if n := len(plan(full.scenarios, full.sizes, full.rings, full.modes, full.paths)); n != 28 {
