@@ -238,7 +238,13 @@ func TestDirtyLogReplacedUnderTraffic(t *testing.T) {
 					t.Fatalf("round %d: the frame's pages are not in the new log", round)
 				}
 			}
-			if got := db.RxQueue(0).Stats(); got.Packets != uint64(received) {
+			// The poller publishes its counters just after the Push the
+			// guest saw: give the last burst's a moment.
+			got := db.RxQueue(0).Stats()
+			for deadline := time.Now().Add(vhosttest.Timeout); got.Packets < uint64(received) && time.Now().Before(deadline); got = db.RxQueue(0).Stats() {
+				time.Sleep(time.Millisecond)
+			}
+			if got.Packets != uint64(received) {
 				t.Fatalf("RX stats %+v, want %d packets: logging must not restart the counters", got, received)
 			}
 		})
