@@ -39,21 +39,7 @@ func BenchmarkTXWaiter(b *testing.B) {
 				frames[i] = udpFrame(benchFrameLen, uint16(1000+i), 0xbe7c4)
 			}
 			b.ResetTimer()
-			for sent := 0; sent < b.N; {
-				if _, err := s.Complete(); err != nil {
-					b.Fatal(err)
-				}
-				n, err := s.Transmit(frames[:min(MaxBurst, b.N-sent)])
-				if err != nil {
-					b.Fatal(err)
-				}
-				sent += n
-			}
-			for s.TXOutstanding() > 0 {
-				if _, err := s.Complete(); err != nil {
-					b.Fatal(err)
-				}
-			}
+			transmitAll(b, s, frames)
 		})
 	}
 }
