@@ -82,8 +82,13 @@ type lentEntry struct {
 
 // LendBuffers takes up to len(out) posted buffers of one writable
 // descriptor of at least minLen bytes, without filling them, and returns
-// how many it took and why it stopped.
-func (q *RxQueue) LendBuffers(out []LentBuffer, minLen int) (int, LendStop) {
+// how many it took and why it stopped. It leaves keep (at most
+// virtq.MaxBurst) of the popped buffers to Deliver: frames the switch
+// copies to the guest (floods, frames that missed the lent buffers) find
+// buffers even when the guest posts fewer than its ring holds, which a
+// limit on lending by the ring's size cannot know (testpmd posts 512 of a
+// 4096-entry ring by default).
+func (q *RxQueue) LendBuffers(out []LentBuffer, minLen, keep int) (int, LendStop) {
 	defer q.lent.publish()
 	q.returnAbandoned()
 	switch {
@@ -94,11 +99,21 @@ func (q *RxQueue) LendBuffers(out []LentBuffer, minLen int) (int, LendStop) {
 	case q.hdrLen != HeaderLen:
 		return 0, LendUnfit
 	}
+	keep = min(max(keep, 0), virtq.MaxBurst)
 	k := 0
 	for k < len(out) {
-		if q.avail() == 0 {
-			want := min(len(out)-k, virtq.MaxBurst)
-			n, err := q.ring.Pop(&q.bursts[q.cur], want)
+		if q.avail() <= keep {
+			// Pop into whichever burst is empty (the newer one when
+			// Deliver's kept buffers are in the older): both held and
+			// still no more than keep means the guest posted no more.
+			b := &q.bursts[q.cur]
+			if q.left() != 0 {
+				b = &q.bursts[1-q.cur]
+			}
+			if b.N != 0 {
+				return k, LendOK
+			}
+			n, err := q.ring.Pop(b, virtq.MaxBurst)
 			if err != nil {
 				q.fail("pop", err)
 				return k, LendStopped
@@ -106,6 +121,7 @@ func (q *RxQueue) LendBuffers(out []LentBuffer, minLen int) (int, LendStop) {
 			if n == 0 {
 				return k, LendOK
 			}
+			continue
 		}
 		b, ci := q.chainAt(0)
 		buf := b.WritableOne(ci)

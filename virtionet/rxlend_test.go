@@ -19,7 +19,7 @@ func TestRxLend(t *testing.T) {
 				g.post(1536)
 			}
 			var out [16]LentBuffer
-			n, stop := q.LendBuffers(out[:], 1536)
+			n, stop := q.LendBuffers(out[:], 1536, 0)
 			if n != 8 || stop != LendOK || q.Held() != 8 || q.Lent() != 8 {
 				t.Fatalf("lent %d (%v), held %d", n, stop, q.Held())
 			}
@@ -63,7 +63,7 @@ func TestRxLend(t *testing.T) {
 			g.post(1536)
 			g.post(512)
 			g.post(1536)
-			n, stop = q.LendBuffers(out[:], 1536)
+			n, stop = q.LendBuffers(out[:], 1536, 0)
 			if n != 1 || stop != LendUnfit || q.Lent() != 6 {
 				t.Fatalf("lent %d (%v), lent in all %d", n, stop, q.Lent())
 			}
@@ -107,7 +107,7 @@ func TestRxLendAllocs(t *testing.T) {
 			g.post(1536)
 		}
 		for half := 0; half < 2; half++ {
-			n, _ := q.LendBuffers(out[:], 1536)
+			n, _ := q.LendBuffers(out[:], 1536, 0)
 			for i := 0; i < n; i++ {
 				done[i] = LentDone{ID: out[n-1-i].ID, Len: 60}
 			}
@@ -123,7 +123,7 @@ func TestRxLendAllocs(t *testing.T) {
 		g.post(1536) // for the warm-up run and the measured one
 	}
 	allocs := testing.AllocsPerRun(1, func() {
-		n, _ := q.LendBuffers(out[:], 1536)
+		n, _ := q.LendBuffers(out[:], 1536, 0)
 		if n != 32 {
 			t.Fatalf("lent %d, want 32", n)
 		}
@@ -141,7 +141,7 @@ func TestRxLendAllocs(t *testing.T) {
 func TestRxLendStopped(t *testing.T) {
 	q := NewRxQueue(nil, QueueConfig{Features: featV1})
 	var out [4]LentBuffer
-	if n, stop := q.LendBuffers(out[:], 1536); n != 0 || stop != LendStopped {
+	if n, stop := q.LendBuffers(out[:], 1536, 0); n != 0 || stop != LendStopped {
 		t.Fatalf("lent %d (%v) on a stopped queue", n, stop)
 	}
 }
@@ -156,11 +156,60 @@ func TestRxLendLogging(t *testing.T) {
 			q := NewRxQueue(g.ring, QueueConfig{Features: featV1 | 1<<FeatureMrgRxbuf})
 			g.post(1536)
 			var out [4]LentBuffer
-			if n, stop := q.LendBuffers(out[:], 1536); n != 0 || stop != LendLogging {
+			if n, stop := q.LendBuffers(out[:], 1536, 0); n != 0 || stop != LendLogging {
 				t.Fatalf("lent %d (%v) while logging", n, stop)
 			}
 			if d, err := q.Deliver(framesOf(frame(rand.New(rand.NewSource(3)), 100))); d != 1 || err != nil {
 				t.Fatalf("Deliver = %d, %v", d, err)
+			}
+		})
+	}
+}
+
+// TestRxLendKeeps: lending leaves keep popped buffers to Deliver when the
+// guest posts few (here fewer than its ring holds), takes the rest, and
+// takes more once the guest posts more; Deliver's frames land in the kept
+// buffers.
+func TestRxLendKeeps(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			g, q := rxCase(t, k, 0, 1<<FeatureMrgRxbuf, 0)
+			rng := rand.New(rand.NewSource(4))
+			for i := 0; i < 40; i++ {
+				g.post(1536)
+			}
+			var out [64]LentBuffer
+			n, stop := q.LendBuffers(out[:], 1536, 32)
+			if n != 8 || stop != LendOK || q.Held() != 40 || q.Lent() != 8 {
+				t.Fatalf("lent %d (%v) of 40 keeping 32, held %d", n, stop, q.Held())
+			}
+			// Nothing more to lend while only the kept are held.
+			if n, stop := q.LendBuffers(out[:], 1536, 32); n != 0 || stop != LendOK {
+				t.Fatalf("lent %d (%v) more with only the kept held", n, stop)
+			}
+			var frs [][]byte
+			for i := 0; i < 32; i++ {
+				frs = append(frs, frame(rng, 60+rng.Intn(1400)))
+			}
+			if d, err := q.Deliver(framesOf(frs...)); d != 32 || err != nil {
+				t.Fatalf("Deliver into the kept buffers = %d, %v", d, err)
+			}
+			got, err := g.received(g.reap(), HeaderLen, true)
+			if err != nil || len(got) != 32 {
+				t.Fatalf("received %d, %v", len(got), err)
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], frs[i]) {
+					t.Fatalf("frame %d differs", i)
+				}
+			}
+			// The guest posts 50 more: 32 are kept again, 18 lent.
+			for i := 0; i < 50; i++ {
+				g.post(1536)
+			}
+			n, _ = q.LendBuffers(out[:], 1536, 32)
+			if n != 18 || q.Lent() != 26 || q.Held() != 58 {
+				t.Fatalf("lent %d of 50 more, lent in all %d, held %d", n, q.Lent(), q.Held())
 			}
 		})
 	}
