@@ -259,7 +259,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		} else {
 			sw = b.startDPDKSwitch(t, []testpmd.Port{vhost(sock0)}, "rxonly", c.Size)
 		}
-		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, nil)
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, 0, nil)
 		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.count = txCounter(g, 0)
@@ -271,7 +271,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		} else {
 			sw = b.startDPDKSwitch(t, []testpmd.Port{vhost(sock0)}, "txonly", c.Size)
 		}
-		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, 0, nil)
 		tp.guestPid = g.Pid()
 		tp.start = startAll(g, sw)
 		tp.count = rxCounter(g, 0)
@@ -291,7 +291,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		// what one port receives out of the other, unchanged, so every
 		// frame keeps circling in its direction.
 		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0), guestPort(sock1, c.Ring, guestMAC1)},
-			"io", c.Size, map[int]string{0: guestMAC1, 1: guestMAC0})
+			"io", c.Size, 0, map[int]string{0: guestMAC1, 1: guestMAC0})
 		tp.guestPid = g.Pid()
 		tp.start = func() {
 			startAll(sw)()
@@ -304,7 +304,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 	case 4: // NIC -> VM
 		v, _ := wire(t, c.WireQueues)
 		startNICVM(v)
-		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, guestRingPosted, nil)
 		tp.guestPid = g.Pid()
 		var gen *xvsDaemon
 		tp.start = func() {
@@ -325,7 +325,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 	case 5: // VM -> NIC
 		v, innerMAC := wire(t, c.WireQueues)
 		startNICVM(v)
-		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, map[int]string{0: innerMAC})
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "txonly", c.Size, 0, map[int]string{0: innerMAC})
 		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.count = nsRxCounter(v)
@@ -334,7 +334,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 	case 6: // NIC <-> VM latency
 		v, innerMAC := wire(t, c.WireQueues)
 		startNICVM(v)
-		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "macswap", c.Size, nil)
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "macswap", c.Size, 0, nil)
 		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.probe = func(probes int, limit time.Duration) (*Latency, error) {
@@ -348,7 +348,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		// it connected) but it does not poll: it sends nothing. (Started
 		// and stopped once, so it has forward statistics to print when it
 		// is shut down.)
-		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, nil)
+		g := b.startGuest(t, []testpmd.Port{guestPort(sock0, c.Ring, guestMAC0)}, "rxonly", c.Size, 0, nil)
 		tp.guestPid = g.Pid()
 		if err := g.Cmd("start"); err != nil {
 			t.Fatalf("%v", err)

@@ -131,7 +131,9 @@ type Config struct {
 	Burst int
 	// RxD, TxD are the descriptors per queue of testpmd's own rings
 	// (--rxd/--txd). For a vhost port that is the size of testpmd's
-	// burst buffers, not the guest's ring.
+	// burst buffers, not the guest's ring. For a virtio-user port RxD is
+	// how many receive buffers the driver posts (at most the ring's
+	// QueueSize): testpmd's default is 512 whatever the ring's size.
 	RxD, TxD int
 	// Topology is --port-topology: "paired" (default: 0<->1), "chained"
 	// or "loop" (each port forwards to itself).
