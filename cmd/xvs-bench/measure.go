@@ -203,7 +203,7 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	p := placementOf(tp.pid, threads0, threads1, tp.workerCPUs)
 	r.Placement = &p
 	if ok := p.RuntimeOffWorkerCPU; ok != nil && !*ok {
-		r.Notes += " [worker CPU shared: " + strings.Join(p.Violations, "; ") + "]"
+		r.Notes += " [worker CPU shared: " + violationSummary(p.Violations) + "]"
 	}
 	r.SwitchThreads = threadPlacement(tp.pid)
 	if tp.guestPid > 0 {

@@ -47,7 +47,7 @@ type Host struct {
 	DPDK     string `json:"dpdk"`
 }
 
-const guestConfig = "DPDK testpmd with net_virtio_user: mrg_rxbuf=1, in_order=0, queue_size=4096 (like a QEMU guest's virtio-net); " +
+const guestConfig = "DPDK testpmd with net_virtio_user: mrg_rxbuf=1, in_order=0, queue_size=4096 (like a QEMU guest's virtio-net), 512 RX buffers posted (testpmd's default), the whole ring (--rxd 4096) for NIC -> VM; " +
 	"DPDK switch: testpmd with net_vhost (and net_af_xdp on the veth), --rxd/--txd 1024; " +
 	"xvswitch: one worker, default --idle-after; NIC: veth (AF_XDP copy mode), MTU 1600"
 
@@ -333,7 +333,7 @@ func (r *Report) placementSection() string {
 			if *p.RuntimeOffWorkerCPU {
 				ok++
 			} else if len(bad) < 10 {
-				bad = append(bad, fmt.Sprintf("- %s round %d: %s", res.ID, run.Round, strings.Join(p.Violations, "; ")))
+				bad = append(bad, fmt.Sprintf("- %s round %d: %s", res.ID, run.Round, violationSummary(p.Violations)))
 			}
 		}
 	}

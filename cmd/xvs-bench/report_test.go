@@ -71,7 +71,7 @@ func TestReportFiles(t *testing.T) {
 		"latency: 1 rounds of 3 round trips each",
 		"`taskset -c 0 env GOMAXPROCS=2 xvswitch run --workers 1 --cpus 1 ...`",
 		"had its CPU to itself (", ") in 1 of 2 runs",
-		"- s1-64-packed round 2: thread 7 (xvswitch) allowed on worker CPU 1\n",
+		"- s1-64-packed round 2: 1 other threads allowed on the worker's CPU\n",
 		"## Where xvswitch's worker spends its time",
 		"- **s1-64-packed** (9.00 Mpps profiled, 6000 samples, profile-s1-packed-64.txt): 25.6% `runtime.memmove`, 11.8% `packed.popOne`\n",
 	} {

@@ -293,3 +293,38 @@ func (p Placement) workerTIDs() []int {
 	}
 	return out
 }
+
+// violationSummary shortens a run's placement violations for logs and
+// bench.md: with the runtime unpinned (the default) every runtime thread
+// is allowed on the worker's CPU at both ends of the window, which as a
+// list is dozens of lines saying one thing. The threads allowed there and
+// those seen there are counted; anything else is kept word for word.
+// bench.json keeps the whole list.
+func violationSummary(v []string) string {
+	allowed, ran := map[string]bool{}, map[string]bool{}
+	var other []string
+	for _, s := range v {
+		var tid int
+		var rest string
+		if _, err := fmt.Sscanf(s, "thread %d %s", &tid, &rest); err != nil {
+			other = append(other, s)
+			continue
+		}
+		switch {
+		case strings.Contains(s, " allowed on worker CPU "):
+			allowed[strconv.Itoa(tid)] = true
+		case strings.Contains(s, " last ran on worker CPU "):
+			ran[strconv.Itoa(tid)] = true
+		default:
+			other = append(other, s)
+		}
+	}
+	var parts []string
+	if len(allowed) > 0 {
+		parts = append(parts, fmt.Sprintf("%d other threads allowed on the worker's CPU", len(allowed)))
+	}
+	if len(ran) > 0 {
+		parts = append(parts, fmt.Sprintf("%d seen on it", len(ran)))
+	}
+	return strings.Join(append(parts, other...), "; ")
+}

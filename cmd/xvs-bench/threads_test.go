@@ -125,3 +125,19 @@ func TestReadThreads(t *testing.T) {
 		t.Errorf("main thread %+v", main)
 	}
 }
+
+// TestViolationSummary: the runtime's threads are counted, once each,
+// whatever the window's end; other violations stay whole.
+func TestViolationSummary(t *testing.T) {
+	v := []string{
+		"thread 7908 (xvswitch) allowed on worker CPU 1 (Cpus_allowed_list 0,1) at the window's start",
+		"thread 7908 (xvswitch) last ran on worker CPU 1 at the window's start",
+		"thread 7908 (xvswitch) allowed on worker CPU 1 (Cpus_allowed_list 0,1) at the window's end",
+		"thread 7909 (xvswitch) allowed on worker CPU 1 (Cpus_allowed_list 0,1) at the window's end",
+		"no thread pinned to worker CPU 1 alone",
+	}
+	want := "2 other threads allowed on the worker's CPU; 1 seen on it; no thread pinned to worker CPU 1 alone"
+	if got := violationSummary(v); got != want {
+		t.Errorf("violationSummary = %q, want %q", got, want)
+	}
+}
