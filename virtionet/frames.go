@@ -89,6 +89,41 @@ func (f *Frames) AddOffload(segs [][]byte, n int, o Offload) bool {
 	return true
 }
 
+// Set, SetBytes and SetOffload fill the table by index, for a caller that
+// numbers its frames itself (the switch's burst, vswitch.Burst): Set and
+// SetBytes make frame i the table's last, so frames are set in order from
+// 0, and leave it plain (no offload).
+
+// Set makes frame i the n bytes of segs (referenced, not copied); n must
+// be the sum of the segments' lengths. i must be below virtq.MaxBurst.
+func (f *Frames) Set(i int, segs [][]byte, n int) {
+	f.segs[i] = segs
+	f.lens[i] = n
+	f.off[i] = Offload{}
+	f.n = i + 1
+}
+
+// SetBytes makes frame i the one segment b.
+func (f *Frames) SetBytes(i int, b []byte) {
+	f.one[i][0] = b
+	f.segs[i] = f.one[i][:]
+	f.lens[i] = len(b)
+	f.off[i] = Offload{}
+	f.n = i + 1
+}
+
+// SetOffload gives frame i (already set) offload metadata o.
+func (f *Frames) SetOffload(i int, o Offload) { f.off[i] = o }
+
+// Exchange swaps frame i of f with frame i of g, for a caller that keeps
+// other views of some frames in g (the switch's retagged VLAN views) and
+// puts them in f only around one use. The frames' counts stay.
+func (f *Frames) Exchange(i int, g *Frames) {
+	f.segs[i], g.segs[i] = g.segs[i], f.segs[i]
+	f.lens[i], g.lens[i] = g.lens[i], f.lens[i]
+	f.off[i], g.off[i] = g.off[i], f.off[i]
+}
+
 // Offload returns frame i's offload metadata (zero for a plain frame).
 func (f *Frames) Offload(i int) Offload { return f.off[i] }
 

@@ -49,12 +49,12 @@ func (r *capRing) put(b *Burst, in, out Mask, ts int64) {
 	t, h := r.tail.Load(), r.head.Load()
 	var dropped uint64
 	for m := in; m != 0; m &= m - 1 {
-		if !r.add(&t, h, &b.f[m.Lowest()], ts, 0) {
+		if !r.add(&t, h, b.Frame(m.Lowest()), ts, 0) {
 			dropped++
 		}
 	}
 	for m := out; m != 0; m &= m - 1 {
-		if !r.add(&t, h, &b.f[m.Lowest()], ts, capOutFlag) {
+		if !r.add(&t, h, b.Frame(m.Lowest()), ts, capOutFlag) {
 			dropped++
 		}
 	}
@@ -66,7 +66,7 @@ func (r *capRing) put(b *Burst, in, out Mask, ts int64) {
 
 // add writes f's record at *t, unless the ring up to the stream's head h
 // has no room for it.
-func (r *capRing) add(t *uint64, h uint64, f *Frame, ts int64, flags uint32) bool {
+func (r *capRing) add(t *uint64, h uint64, f Frame, ts int64, flags uint32) bool {
 	size := uint64(len(r.buf))
 	n := min(f.len, SnapLen)
 	need := capRecHeader + pad16(uint64(n))

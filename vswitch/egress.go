@@ -87,7 +87,7 @@ func (w *forwarder) transmit(snap *snapshot, out *port, m Mask) {
 		var sub [MaxBurst]Mask
 		for rest := m; rest != 0; rest &= rest - 1 {
 			i := rest.Lowest()
-			q := uint64(flowHash(&w.fb.f[i], w.scratch[:])) * uint64(n) >> 32
+			q := uint64(flowHash(w.fb.Frame(i), w.scratch[:])) * uint64(n) >> 32
 			sub[q] |= 1 << i
 		}
 		for q, qm := range sub[:n] {
@@ -120,7 +120,7 @@ func (w *forwarder) send(snap *snapshot, eg *egress, m Mask) {
 // its first segment holds them, the IPv4 or IPv6 addresses and the TCP or
 // UDP ports (after at most one VLAN tag). Frames of one flow hash alike;
 // it reads only bytes the segments bound.
-func flowHash(f *Frame, scratch []byte) uint32 {
+func flowHash(f Frame, scratch []byte) uint32 {
 	h, ok := f.header(scratch, ethHeaderLen)
 	if !ok {
 		return 0

@@ -135,7 +135,7 @@ func (w *worker) accountFault(in *ingress) {
 		w.rc = Counts{}
 		var bytes uint64
 		for i := 0; i < w.inFlight; i++ {
-			bytes += uint64(w.fb.f[i].len)
+			bytes += uint64(w.fb.table().FrameLen(i))
 		}
 		w.rc.Frames(uint64(w.inFlight), bytes)
 		w.rc.DropN(DropMemoryFault, w.inFlight)

@@ -46,6 +46,7 @@ type forwarder struct {
 // counters, at egress by the output queue.
 func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 	rc := &w.rc
+	w.fb.fr = nil // the burst's own table, unless the queue lends its own
 	n, err := in.q.Receive(&w.fb, rc)
 	if n == 0 {
 		rc.flushIngress(in.stats)
@@ -67,12 +68,13 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 	if vlans {
 		w.tv.reset()
 	}
+	fr := w.fb.table() // the frames are read where the ingress queue put them
 	for i := 0; i < n; i++ {
-		f := &w.fb.f[i]
+		segs, ln := fr.Segments(i), fr.FrameLen(i)
 		rc.packets++
-		rc.bytes += uint64(f.len)
+		rc.bytes += uint64(ln)
 		bit := Mask(1) << i
-		h, ok := f.header(w.scratch[:], ethHeaderLen)
+		h, ok := frameHeader(segs, ln, w.scratch[:], ethHeaderLen)
 		if !ok {
 			rc.Drop(DropMalformed)
 			continue
@@ -91,7 +93,7 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		if vlans {
 			// The frame's VLAN first (vlanforward.go); the keys carry
 			// it, so the memory below is of the VLAN too.
-			vk, d := w.classifyVLAN(f, i, src.vlan)
+			vk, d := w.classifyVLAN(frameAt(fr, i), i, src.vlan)
 			if d != accepted {
 				rc.Drop(d)
 				continue

@@ -212,8 +212,9 @@ func (q *nicQueue) sendAsIs(b *Burst, mask Mask, c *Counts) {
 	got := s.TXReserve(mask.Count())
 	slot := 0
 	var bytes uint64
+	fr := b.table()
 	for m := mask; m != 0; m &= m - 1 {
-		f := b.Frame(m.Lowest())
+		f := frameAt(fr, m.Lowest())
 		if f.len > maxLen {
 			c.Drop(DropTooLong)
 			continue

@@ -58,10 +58,12 @@ type finisher struct {
 // over the mask and one call of s.
 func transmitFinishing(fs **finisher, b *Burst, m Mask, c *Counts, accepts virtionet.Offloads, s asIsSender) {
 	var plain Mask
+	fr := b.table()
 	for rest := m; rest != 0; rest &= rest - 1 {
 		i := rest.Lowest()
-		f := b.Frame(i)
-		if f.off.IsZero() || accepts.Accepts(f.off) {
+		// Only the offload is read here: the rest of the frame's
+		// description stays in its table until a transmit reads it.
+		if o := fr.Offload(i); o.IsZero() || accepts.Accepts(o) {
 			plain |= 1 << i
 			continue
 		}
@@ -72,7 +74,7 @@ func transmitFinishing(fs **finisher, b *Burst, m Mask, c *Counts, accepts virti
 			s.sendAsIs(b, plain, c)
 			plain = 0
 		}
-		(*fs).add(f, c, s)
+		(*fs).add(b.Frame(i), c, s)
 	}
 	if *fs != nil && (*fs).n > 0 {
 		(*fs).flush(c, s)
@@ -84,7 +86,7 @@ func transmitFinishing(fs **finisher, b *Burst, m Mask, c *Counts, accepts virti
 
 // add finishes frame f into out, first sending what out holds if f might
 // not fit. A frame that cannot be finished is a drop with its reason.
-func (fs *finisher) add(f *Frame, c *Counts, s asIsSender) {
+func (fs *finisher) add(f Frame, c *Counts, s asIsSender) {
 	if f.len > len(fs.gathered) {
 		c.Drop(DropGSOTooLong) // virtionet bounds GSO frames: not reached
 		return

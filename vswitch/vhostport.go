@@ -253,10 +253,9 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 		b.zc = nil
 		return 0, nil
 	}
-	for i := 0; i < n; i++ {
-		b.Set(i, frames.Segments(i), frames.FrameLen(i))
-		b.SetOffload(i, frames.Offload(i))
-	}
+	// The switch reads the frames where virtionet put them, in the TX
+	// queue's own table, valid until Release (Complete).
+	b.useFrames(frames)
 	return n, nil
 }
 
@@ -321,12 +320,20 @@ func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
 // virtio-net header (a TSO frame whole, over mergeable buffers).
 func (t *vhostToGuest) sendAsIs(b *Burst, m Mask, c *Counts) {
 	a := t.act
-	t.frames.Reset()
-	for rest := m; rest != 0; rest &= rest - 1 {
-		f := b.Frame(rest.Lowest())
-		t.frames.AddOffload(f.segs, f.len, f.off)
+	frames := b.table()
+	if !b.whole(m) {
+		// Some of the burst: its frames gathered into a table of the
+		// queue's own. A burst to one destination (a cross-connect, a
+		// flow, a flood) is delivered from its table as it is.
+		frames = &t.frames
+		frames.Reset()
+		for rest := m; rest != 0; rest &= rest - 1 {
+			i := rest.Lowest()
+			f := b.Frame(i)
+			frames.AddOffload(f.segs, f.len, f.off)
+		}
 	}
-	_, err := a.Rx.Deliver(&t.frames)
+	_, err := a.Rx.Deliver(frames)
 	last := a.Rx.LastBurst()
 	c.Frames(last.Packets, last.Bytes)
 	c.Copied(last.Packets, last.Bytes) // Deliver copies every frame

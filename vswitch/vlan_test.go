@@ -249,7 +249,7 @@ func TestRetagMovesOffload(t *testing.T) {
 	var b Burst
 	var tv tagViews
 	b.SetOne(0, plain)
-	b.f[0].off = virtionet.MakeOffload(virtionet.Header{Flags: virtionet.FlagNeedsCsum, CsumStart: 34, CsumOffset: 16})
+	b.SetOffload(0, virtionet.MakeOffload(virtionet.Header{Flags: virtionet.FlagNeedsCsum, CsumStart: 34, CsumOffset: 16}))
 	tv.set(0, 9, false, false)
 	sw := tv.retag(&b, 1, newPortVLAN(portspec.VLANs{Trunks: []int{9}}))
 	if got := b.Frame(0).off.CsumStart(); sw != 1 || got != 38 {

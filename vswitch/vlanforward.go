@@ -8,7 +8,7 @@ package vswitch
 // for the egress (tagViews.retag), and returns it as the VLAN part of an
 // FDB key (FDBKey(vid, 0): OR it into a MAC key); d is why the port
 // refuses the frame, or accepted.
-func (w *forwarder) classifyVLAN(f *Frame, i int, in *portVLAN) (vk uint64, d Drop) {
+func (w *forwarder) classifyVLAN(f Frame, i int, in *portVLAN) (vk uint64, d Drop) {
 	n := ethHeaderLen
 	if f.len >= ethHeaderLen+vlanTagLen {
 		n += vlanTagLen

@@ -29,11 +29,11 @@ type tagViews struct {
 	cls   Mask // classified (cross-connected frames are not, and keep their bytes)
 	tag   Mask // the frame's bytes carry a tag
 	exact Mask // ... and that tag's id is the frame's VLAN
-	built Mask // alt[i] holds frame i's view after its tag (or MACs)
-	alt   [MaxBurst]Frame
+	built Mask // alt's frame i is frame i's view after its tag (or MACs)
+	alt   virtionet.Frames
 	// prefix[i] is frame i's MACs and the tag to push (when wanted).
 	prefix [MaxBurst][ethHeaderLen + vlanTagLen - 2]byte
-	// segs[i] backs alt[i]'s segments; it grows (an allocation) only
+	// segs[i] backs alt's frame i's segments; it grows (an allocation) only
 	// for a frame of more segments than any before it on this worker.
 	segs [MaxBurst][][]byte
 	// off and own are frame i's own offload metadata and length.
@@ -72,28 +72,30 @@ func (t *tagViews) retag(b *Burst, m Mask, out *portVLAN) Mask {
 		if t.built&bit == 0 {
 			t.build(b, i)
 		}
-		a := &t.alt[i]
-		body := a.len - len(a.segs[0])
+		segs := t.segs[i]
+		body := t.alt.FrameLen(i) - len(segs[0])
 		if want {
-			a.segs[0] = t.prefix[i][:ethHeaderLen+vlanTagLen-2]
+			segs[0] = t.prefix[i][:ethHeaderLen+vlanTagLen-2]
 		} else {
-			a.segs[0] = t.prefix[i][:ethHeaderLen-2]
+			segs[0] = t.prefix[i][:ethHeaderLen-2]
 		}
-		a.len = body + len(a.segs[0])
+		n := body + len(segs[0])
+		t.alt.Set(i, segs, n)
 		// Offload metadata (csum_start, hdr_len) counts from the first
 		// byte: it moves with the tag.
-		a.off = t.off[i].Moved(a.len - t.own[i])
+		t.alt.SetOffload(i, t.off[i].Moved(n-t.own[i]))
 		swapped |= bit
 	}
 	t.swap(b, swapped)
 	return swapped
 }
 
-// swap exchanges the frames of m with their retagged views.
+// swap exchanges the frames of m with their retagged views, in the
+// burst's table (a guest's TX queue's own, when the burst came from one:
+// its frames are its own again once swapped back).
 func (t *tagViews) swap(b *Burst, m Mask) {
 	for r := m; r != 0; r &= r - 1 {
-		i := r.Lowest()
-		b.f[i], t.alt[i] = t.alt[i], b.f[i]
+		b.table().Exchange(r.Lowest(), &t.alt)
 	}
 }
 
@@ -102,7 +104,7 @@ func (t *tagViews) swap(b *Burst, m Mask) {
 // of its MACs if it has none. Frames reach here only classified, so they
 // hold at least ethHeaderLen bytes, or ethHeaderLen+vlanTagLen if tagged.
 func (t *tagViews) build(b *Burst, i int) {
-	f := &b.f[i]
+	f := b.Frame(i)
 	p := &t.prefix[i]
 	skip := ethHeaderLen - 2
 	if t.tag&(1<<i) != 0 {
@@ -131,9 +133,7 @@ func (t *tagViews) build(b *Burst, i int) {
 	}
 	t.segs[i] = segs
 	t.off[i], t.own[i] = f.off, f.len
-	a := *f // other fields of the frame travel with it
-	a.segs = segs
-	a.len = f.len - skip + ethHeaderLen - 2
-	t.alt[i] = a
+	t.alt.Set(i, segs, f.len-skip+ethHeaderLen-2)
+	t.alt.SetOffload(i, f.off)
 	t.built |= 1 << i
 }

@@ -128,8 +128,12 @@ func (z *zcTx) transmit(q *nicQueue, b *Burst, mask Mask, c *Counts) Mask {
 			continue
 		}
 		h := hostAddr(f.segs[0])
-		if s := frames.Segments(i); len(s) != 1 || hostAddr(s[0]) != h {
-			continue // not frame i of the TX queue's burst (a retagged view...)
+		// Frame i of the TX queue's burst, whose chain Hold can keep: the
+		// burst reads that queue's table, where a retagged view is swapped
+		// in around its transmit, but a view starts with the switch's
+		// own prefix, a segment of its own (len(f.segs) != 1 above).
+		if s := frames.Segments(i); b.table() != frames || len(s) != 1 || hostAddr(s[0]) != h {
+			continue
 		}
 		if h < z.base {
 			continue
