@@ -251,9 +251,11 @@ func (z *zcRx) lendMore(a *vhost.Active) {
 		if want <= 0 {
 			return
 		}
-		keep := 0
-		if z.lent >= lendFirst {
-			keep = lendKeep
+		keep := lendKeep
+		if z.lent < lendFirst {
+			// Up to lendFirst without keeping any: the rest of the
+			// posting, whenever the guest's writes show, keeps a burst.
+			keep, want = 0, min(want, lendFirst-z.lent)
 		}
 		n, stop := a.Rx.LendBuffers(z.lend[:want], lendMin, keep)
 		nf, nb := 0, 0
