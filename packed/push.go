@@ -115,18 +115,18 @@ func (r *Ring) pushAny(used []virtq.Used, p *publisher) error {
 	var slots uint32
 	n := 0
 	for i := 0; i < len(used); i++ {
-		if i+batch <= len(used) && idx%batch == 0 && uint32(idx)+batch <= uint32(size) &&
-			r.pushGroup((*[batch]virtq.Used)(used[i:i+batch]), idx, bits, p) {
-			// Four single-slot chains at once (batch.go).
-			i += batch - 1
-			if idx += batch; idx == size {
-				idx = 0
-				wrap = !wrap
+		if idx%batch == 0 && i+batch <= len(used) {
+			// Groups of four single-slot chains (batch.go); the entry
+			// that stopped them, if any, goes entry by entry below.
+			var k int
+			if k, idx, wrap = r.pushGroups(used[i:], idx, wrap, p); k != 0 {
 				bits = uint32(usedBits(wrap)) << 16
+				slots += uint32(k)
+				n += k
+				if i += k; i == len(used) {
+					break
+				}
 			}
-			slots += batch
-			n += batch
-			continue
 		}
 		u := &used[i]
 		if int(u.ID) >= len(inflight) || inflight[u.ID].descs == 0 {
