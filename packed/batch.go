@@ -35,29 +35,65 @@ const batch = 4
 // batchBytes is the ring bytes of one group.
 const batchBytes = batch * descSize
 
-// popGroups pops aligned groups of batch descriptors from r.availIdx for
+// popGroups pops aligned groups of batch descriptors from r.availIdx, up
+// to the burst's room (at most max chains) and across the ring's end, for
 // as long as every descriptor of the next group is a chain the fast path
-// accepts (see above) and the burst (at most max chains) has room, and
-// returns how many chains it popped. The group that stops it is left
-// untouched, for the general path.
+// accepts (see above), and returns how many chains it popped. The group
+// that stops it is left untouched, for the general path.
 func (r *Ring) popGroups(b *virtq.Burst, max int) int {
 	// Room for the whole run, checked once: every chain takes one chain
 	// and one segment of the burst and one ring slot in flight. Ids are
 	// checked against the in-flight table, so nInFlight needs no check of
 	// its own (each id in flight is a distinct index below size).
-	room := min(max-b.N, b.SegsLeft(), int(r.size)-int(r.slotsInFlight))
-	idx, wrap, size := r.availIdx, r.availWrap, r.size
-	if room < batch || idx%batch != 0 {
+	room := min(max-b.N, b.SegsLeft(), int(r.size)-int(r.slotsInFlight)) / batch * batch
+	idx, wrap, size := int(r.availIdx), r.availWrap, int(r.size)
+	if room == 0 || idx%batch != 0 {
 		return 0
 	}
-	desc, inflight, h := r.desc, r.inflight, &r.hint
-	inOrder := r.inOrder
-	ab := uint32(r.availBits) << 16
+	first, popped := b.N, 0
+	for popped < room {
+		// Whole groups up to the ring's end, in one lap.
+		n := min(room-popped, (size-idx)/batch*batch)
+		k := r.popLap(b, r.desc[idx*descSize:(idx+n)*descSize], uint32(availBits(wrap))<<16)
+		popped += k
+		if idx += k; idx == size {
+			idx, wrap = 0, !wrap
+		}
+		if k != n || n == 0 {
+			break
+		}
+	}
+	if popped == 0 {
+		return 0
+	}
+	if r.inOrder {
+		// The order queue, in a pass of its own: popLap keeps fewer
+		// values live without it.
+		for i := first; i < b.N; i++ {
+			r.recordOrder(i-first, b.Chains[i].ID)
+		}
+	}
+	r.nInFlight += popped
+	r.slotsInFlight += uint32(popped)
+	r.setAvail(uint16(idx), wrap)
+	return popped
+}
+
+// popLap pops the groups of run, whole groups of the ring in one lap
+// whose available descriptors carry the AVAIL/USED bits ab (shifted into
+// an id|flags word), up to the first group the fast path does not accept,
+// and returns how many chains it popped. It records them in flight and in
+// b; popGroups moves the ring's position. Little is live from one group to
+// the next, so the compiler keeps the group's own values in registers.
+func (r *Ring) popLap(b *virtq.Burst, run []byte, ab uint32) int {
+	// inflight has exactly size entries (New): checking ids against its
+	// length is the range check and lets the compiler drop the bounds
+	// checks of the lookups.
+	inflight, h := r.inflight, &r.hint
 	wm := uint32(r.writeMask) << 16
-	n := 0
-	for n+batch <= room && uint32(idx)+batch <= uint32(size) {
-		off := int(idx) * descSize
-		g := (*[batchBytes]byte)(desc[off : off+batchBytes])
+	off := 0
+	for ; off+batchBytes <= len(run); off += batchBytes {
+		g := (*[batchBytes]byte)(run[off : off+batchBytes])
 		// Acquire loads of the four id|flags words first: the driver
 		// writes each descriptor's flags last, so what the plain loads
 		// below read is what it made available.
@@ -70,9 +106,6 @@ func (r *Ring) popGroups(b *virtq.Burst, max int) int {
 			break
 		}
 		id0, id1, id2, id3 := int(uint16(w0)), int(uint16(w1)), int(uint16(w2)), int(uint16(w3))
-		// inflight has exactly size entries (New): checking ids against
-		// its length is the range check and lets the compiler drop the
-		// bounds checks of the lookups.
 		if id0 >= len(inflight) || id1 >= len(inflight) || id2 >= len(inflight) || id3 >= len(inflight) {
 			break
 		}
@@ -123,25 +156,8 @@ func (r *Ring) popGroups(b *virtq.Burst, max int) int {
 		b.AddSingle(uint16(id1), s1, w1&wm != 0)
 		b.AddSingle(uint16(id2), s2, w2&wm != 0)
 		b.AddSingle(uint16(id3), s3, w3&wm != 0)
-		if inOrder {
-			// r.nInFlight is stored after the run: n places on.
-			r.recordOrder(n+0, uint16(id0))
-			r.recordOrder(n+1, uint16(id1))
-			r.recordOrder(n+2, uint16(id2))
-			r.recordOrder(n+3, uint16(id3))
-		}
-		n += batch
-		if idx += batch; idx == size {
-			idx, wrap = 0, !wrap
-			ab = uint32(availBits(wrap)) << 16
-		}
 	}
-	if n != 0 {
-		r.nInFlight += n
-		r.slotsInFlight += uint32(n)
-		r.setAvail(idx, wrap)
-	}
-	return n
+	return off / descSize
 }
 
 // writeLen is what a single descriptor of length ln and id|flags word w
@@ -165,18 +181,41 @@ func (r *Ring) recordOrder(k int, id uint16) {
 }
 
 // pushGroups writes used descriptors for used, four entries at a time
-// from the aligned slot idx of the lap whose wrap counter is wrap, for as
-// long as each entry of the next four names a different chain of one slot
-// in flight and the group ends before the ring does. It returns how many
-// entries it wrote and the used position after them; the group that stops
-// it is left untouched, for pushAny to take entry by entry. As there, a
-// length is clamped to what the chain lets the device write, and the first
-// used descriptor of the whole Push keeps its flags back for p to publish.
+// from the aligned slot idx of the lap whose wrap counter is wrap and
+// across the ring's end, for as long as each entry of the next four names
+// a different chain of one slot in flight. It returns how many entries it
+// wrote and the used position after them; the group that stops it is left
+// untouched, for pushAny to take entry by entry. As there, a length is
+// clamped to what the chain lets the device write, and the first used
+// descriptor of the whole Push keeps its flags back for p to publish.
 func (r *Ring) pushGroups(used []virtq.Used, idx uint16, wrap bool, p *publisher) (int, uint16, bool) {
-	desc, inflight, size := r.desc, r.inflight, r.size
-	bits := uint32(usedBits(wrap)) << 16
+	at, size := int(idx), int(r.size)
+	pushed := 0
+	for pushed+batch <= len(used) {
+		// Whole groups up to the ring's end, in one lap.
+		n := min(len(used)-pushed, size-at) / batch * batch
+		k := r.pushLap(used[pushed:pushed+n], r.desc[at*descSize:(at+n)*descSize], at*descSize, uint32(usedBits(wrap))<<16, p)
+		pushed += k
+		if at += k; at == size {
+			at, wrap = 0, !wrap
+		}
+		if k != n || n == 0 {
+			break
+		}
+	}
+	return pushed, uint16(at), wrap
+}
+
+// pushLap writes the used descriptors of used into run, the same number of
+// slots of the ring from byte offset base in one lap whose used descriptors
+// carry the flags bits (shifted into an id|flags word), group by group up to the first group
+// that does not qualify (see pushGroups), and returns how many it wrote.
+// Little is live from one group to the next, so the compiler keeps the
+// group's own values in registers.
+func (r *Ring) pushLap(used []virtq.Used, run []byte, base int, bits uint32, p *publisher) int {
+	inflight := r.inflight
 	n := 0
-	for n+batch <= len(used) && uint32(idx)+batch <= uint32(size) {
+	for ; n+batch <= len(used) && n*descSize+batchBytes <= len(run); n += batch {
 		u := (*[batch]virtq.Used)(used[n : n+batch])
 		i0, i1, i2, i3 := int(u[0].ID), int(u[1].ID), int(u[2].ID), int(u[3].ID)
 		if i0 >= len(inflight) || i1 >= len(inflight) || i2 >= len(inflight) || i3 >= len(inflight) {
@@ -205,8 +244,8 @@ func (r *Ring) pushGroups(used []virtq.Used, idx uint16, wrap bool, p *publisher
 			break
 		}
 		f3.descs = 0
-		off := int(idx) * descSize
-		g := (*[batchBytes]byte)(desc[off : off+batchBytes])
+		off := n * descSize
+		g := (*[batchBytes]byte)(run[off : off+batchBytes])
 		l0, w0 := usedEntry(f0, &u[0], bits)
 		l1, w1 := usedEntry(f1, &u[1], bits)
 		l2, w2 := usedEntry(f2, &u[2], bits)
@@ -216,20 +255,15 @@ func (r *Ring) pushGroups(used []virtq.Used, idx uint16, wrap bool, p *publisher
 		binary.LittleEndian.PutUint32(g[2*descSize+offLen:], l2)
 		binary.LittleEndian.PutUint32(g[3*descSize+offLen:], l3)
 		if p.first < 0 {
-			p.first, p.firstWord = off, w0
+			p.first, p.firstWord = base+off, w0
 		} else {
 			binary.LittleEndian.PutUint32(g[0*descSize+offIDFlags:], w0)
 		}
 		binary.LittleEndian.PutUint32(g[1*descSize+offIDFlags:], w1)
 		binary.LittleEndian.PutUint32(g[2*descSize+offIDFlags:], w2)
 		binary.LittleEndian.PutUint32(g[3*descSize+offIDFlags:], w3)
-		n += batch
-		if idx += batch; idx == size {
-			idx, wrap = 0, !wrap
-			bits = uint32(usedBits(wrap)) << 16
-		}
 	}
-	return n, idx, wrap
+	return n
 }
 
 // usedEntry returns the length and id|flags word of the used descriptor
