@@ -70,11 +70,20 @@ func (r *Ring) popGroups(b *virtq.Burst, max int) int {
 	if popped == 0 {
 		return 0
 	}
-	if r.inOrder {
-		// The order queue, in a pass of its own: popLap keeps fewer
-		// values live without it.
-		for i := first; i < b.N; i++ {
-			r.recordOrder(i-first, b.Chains[i].ID)
+	if order := r.order; order != nil {
+		// IN_ORDER: the popped ids go to the order queue after the
+		// newest in flight, in a pass of their own (popLap keeps fewer
+		// values live without it).
+		pos := r.orderHead + r.nInFlight
+		if pos >= len(order) {
+			pos -= len(order)
+		}
+		chains := b.Chains[first:b.N]
+		for i := range chains {
+			order[pos] = chains[i].ID
+			if pos++; pos == len(order) {
+				pos = 0
+			}
 		}
 	}
 	r.nInFlight += popped
