@@ -11,21 +11,27 @@ import (
 //
 // Four descriptors are 64 bytes: one cache line when the ring is 64-byte
 // aligned, as every driver allocates it. A guest that neither chains nor
-// uses indirect tables fills the ring with groups of four single
-// descriptors, and popping them together costs one availability check and
-// one bounds check on the ring for the group instead of one each, and no
-// per-chain bookkeeping calls. DPDK's vhost does the same
-// (virtio_dev_tx_batch_packed, virtio_dev_rx_batch_packed).
+// uses indirect tables fills the ring with single descriptors, and the
+// fast path reads them a group of four at a time through a 64-byte window
+// (one bounds check on the ring for the group, none per descriptor), as
+// DPDK's vhost does (virtio_dev_tx_batch_packed,
+// virtio_dev_rx_batch_packed). One call takes as many groups in a row as
+// qualify, with the ring's position, wrap counter and counts in locals,
+// stored once at the end, and the wrap boundary looked at once per lap.
 //
-// What the group path accepts is exactly what popOne accepts, checked on
-// values read once into locals (a guest rewriting a descriptor under us
-// cannot make a checked value differ from a used one): every descriptor
-// available in the current wrap and neither NEXT nor INDIRECT, every id in
-// range, not in flight and not repeated within the group, every length
-// nonzero and its buffer inside the hinted region, and room for four more
-// slots in flight. Anything else, or a group that is not aligned or would
-// run past the end of the ring (the wrap boundary), pops nothing here:
-// the general path takes over one chain at a time and says what is wrong.
+// What it accepts is exactly what popOne accepts, and it pops it exactly
+// as popOne would, one descriptor after the other, each checked on values
+// read once into locals (a guest rewriting a descriptor under us cannot
+// make a checked value differ from a used one): available in the current
+// wrap and neither NEXT nor INDIRECT, its id in range and not in flight
+// (the chains before it in the run are in flight already, so an id
+// repeated within a group stops it too), its length nonzero and its buffer
+// inside the hinted region, and a slot free in flight (checked once for
+// the run). The first descriptor that does not qualify stops the run
+// untouched, with the chains before it popped, and the general path takes
+// it and says what is wrong; so does a group that is not aligned or would
+// run past the end of the ring. Push writes used descriptors the same way
+// (pushLap).
 
 // batch is the number of descriptors the fast path pops or pushes at once.
 const batch = 4
@@ -33,81 +39,126 @@ const batch = 4
 // batchBytes is the ring bytes of one group.
 const batchBytes = batch * descSize
 
-// popBatch pops the group of batch descriptors at r.availIdx when it is
-// aligned and every one of them is a chain the fast path accepts (see
-// above), and reports whether it did. On false nothing changed. The caller
-// makes sure b has room for batch more chains and segments.
-func (r *Ring) popBatch(b *virtq.Burst) bool {
-	idx := r.availIdx
-	if idx%batch != 0 || uint32(idx)+batch > uint32(r.size) {
-		return false
+// popGroups pops chains of one descriptor from r.availIdx, which must be
+// aligned, a group at a time up to the burst's room (at most max chains)
+// and across the ring's end, for as long as each is one the fast path
+// accepts (see above), and returns how many it popped. The descriptor that
+// stops it is left untouched, for the general path.
+func (r *Ring) popGroups(b *virtq.Burst, max int) int {
+	// Room for the whole run, checked once: every chain takes one chain
+	// and one segment of the burst and one ring slot in flight. Ids are
+	// checked against the in-flight table, so nInFlight needs no check of
+	// its own (each id in flight is a distinct index below size).
+	room := min(max-b.N, b.SegsLeft(), int(r.size)-int(r.slotsInFlight)) / batch * batch
+	idx, wrap, size := int(r.availIdx), r.availWrap, int(r.size)
+	if room == 0 || idx%batch != 0 {
+		return 0
 	}
-	off := int(idx) * descSize
-	g := (*[batchBytes]byte)(r.desc[off : off+batchBytes])
-	// Acquire loads of the four id|flags words first: the driver writes
-	// each descriptor's flags last, so what the plain loads below read
-	// is what it made available.
-	w0 := guestmem.LoadAcquire32(g[:], 0*descSize+offIDFlags)
-	w1 := guestmem.LoadAcquire32(g[:], 1*descSize+offIDFlags)
-	w2 := guestmem.LoadAcquire32(g[:], 2*descSize+offIDFlags)
-	w3 := guestmem.LoadAcquire32(g[:], 3*descSize+offIDFlags)
-	ab := uint32(r.availBits) << 16
-	const must = (flagAvail | flagUsed | flagNext | flagIndirect) << 16
-	if ((w0^ab)|(w1^ab)|(w2^ab)|(w3^ab))&must != 0 {
-		return false
+	first, popped := b.N, 0
+	for popped < room {
+		// Whole groups up to the ring's end, in one lap.
+		n := min(room-popped, (size-idx)/batch*batch)
+		k := r.popLap(b, r.desc[idx*descSize:(idx+n)*descSize], uint32(availBits(wrap))<<16)
+		popped += k
+		if idx += k; idx == size {
+			idx, wrap = 0, !wrap
+		}
+		if k != n || n == 0 {
+			break
+		}
 	}
-	id0, id1, id2, id3 := int(uint16(w0)), int(uint16(w1)), int(uint16(w2)), int(uint16(w3))
-	// inflight has exactly size entries (New): checking ids against its
-	// length is the range check and lets the compiler drop the bounds
-	// checks of the four lookups.
-	inflight := r.inflight
-	if id0 >= len(inflight) || id1 >= len(inflight) || id2 >= len(inflight) || id3 >= len(inflight) ||
-		id0 == id1 || id0 == id2 || id0 == id3 || id1 == id2 || id1 == id3 || id2 == id3 ||
-		r.slotsInFlight+batch > uint32(r.size) {
-		return false
+	if popped == 0 {
+		return 0
 	}
-	if inflight[id0].descs|inflight[id1].descs|inflight[id2].descs|inflight[id3].descs != 0 {
-		return false
+	if order := r.order; order != nil {
+		// IN_ORDER: the popped ids go to the order queue after the
+		// newest in flight, in a pass of their own (popLap keeps fewer
+		// values live without it).
+		pos := r.orderHead + r.nInFlight
+		if pos >= len(order) {
+			pos -= len(order)
+		}
+		chains := b.Chains[first:b.N]
+		for i := range chains {
+			order[pos] = chains[i].ID
+			if pos++; pos == len(order) {
+				pos = 0
+			}
+		}
 	}
-	l0 := binary.LittleEndian.Uint32(g[0*descSize+offLen:])
-	l1 := binary.LittleEndian.Uint32(g[1*descSize+offLen:])
-	l2 := binary.LittleEndian.Uint32(g[2*descSize+offLen:])
-	l3 := binary.LittleEndian.Uint32(g[3*descSize+offLen:])
-	if l0 == 0 || l1 == 0 || l2 == 0 || l3 == 0 {
-		return false
-	}
-	h := &r.hint
-	s0, ok0 := h.Hinted(binary.LittleEndian.Uint64(g[0*descSize+offAddr:]), uint64(l0))
-	s1, ok1 := h.Hinted(binary.LittleEndian.Uint64(g[1*descSize+offAddr:]), uint64(l1))
-	s2, ok2 := h.Hinted(binary.LittleEndian.Uint64(g[2*descSize+offAddr:]), uint64(l2))
-	s3, ok3 := h.Hinted(binary.LittleEndian.Uint64(g[3*descSize+offAddr:]), uint64(l3))
-	if !(ok0 && ok1 && ok2 && ok3) {
-		return false
-	}
-	// Everything checked: commit the group.
+	r.nInFlight += popped
+	r.slotsInFlight += uint32(popped)
+	r.setAvail(uint16(idx), wrap)
+	return popped
+}
+
+// popLap pops the descriptors of run, whole groups of the ring in one lap
+// whose available descriptors carry the AVAIL/USED bits ab (shifted into
+// an id|flags word), up to the first one the fast path does not accept,
+// and returns how many it popped. It records them in flight and in b;
+// popGroups moves the ring's position. Each group is read through a
+// 64-byte window (one bounds check), its four descriptors one after the
+// other with constant offsets (none), each checked, claimed and added
+// before the next is read: nothing of one descriptor stays live into the
+// next, so the compiler keeps what it needs in registers.
+func (r *Ring) popLap(b *virtq.Burst, run []byte, ab uint32) int {
+	inflight, h := r.inflight, &r.hint
 	wm := uint32(r.writeMask) << 16
-	b.AddSingle(uint16(id0), s0, w0&wm != 0)
-	b.AddSingle(uint16(id1), s1, w1&wm != 0)
-	b.AddSingle(uint16(id2), s2, w2&wm != 0)
-	b.AddSingle(uint16(id3), s3, w3&wm != 0)
-	inflight[id0] = inflightBuf{descs: 1, writeLen: writeLen(l0, w0, wm)}
-	inflight[id1] = inflightBuf{descs: 1, writeLen: writeLen(l1, w1, wm)}
-	inflight[id2] = inflightBuf{descs: 1, writeLen: writeLen(l2, w2, wm)}
-	inflight[id3] = inflightBuf{descs: 1, writeLen: writeLen(l3, w3, wm)}
-	if r.inOrder {
-		r.recordOrder(0, uint16(id0))
-		r.recordOrder(1, uint16(id1))
-		r.recordOrder(2, uint16(id2))
-		r.recordOrder(3, uint16(id3))
+	off := 0
+	for ; off+batchBytes <= len(run); off += batchBytes {
+		g := (*[batchBytes]byte)(run[off : off+batchBytes])
+		id, ln, w, ok := single((*[descSize]byte)(g[0*descSize:]), ab, len(inflight))
+		if !ok || inflight[id].descs != 0 {
+			return off / descSize
+		}
+		s, ok := h.Hinted(binary.LittleEndian.Uint64(g[0*descSize+offAddr:]), uint64(ln))
+		if !ok {
+			return off / descSize
+		}
+		inflight[id] = inflightBuf{descs: 1, writeLen: writeLen(ln, w, wm)}
+		b.AddSingle(uint16(id), s, w&wm != 0)
+
+		if id, ln, w, ok = single((*[descSize]byte)(g[1*descSize:]), ab, len(inflight)); !ok || inflight[id].descs != 0 {
+			return off/descSize + 1
+		}
+		if s, ok = h.Hinted(binary.LittleEndian.Uint64(g[1*descSize+offAddr:]), uint64(ln)); !ok {
+			return off/descSize + 1
+		}
+		inflight[id] = inflightBuf{descs: 1, writeLen: writeLen(ln, w, wm)}
+		b.AddSingle(uint16(id), s, w&wm != 0)
+
+		if id, ln, w, ok = single((*[descSize]byte)(g[2*descSize:]), ab, len(inflight)); !ok || inflight[id].descs != 0 {
+			return off/descSize + 2
+		}
+		if s, ok = h.Hinted(binary.LittleEndian.Uint64(g[2*descSize+offAddr:]), uint64(ln)); !ok {
+			return off/descSize + 2
+		}
+		inflight[id] = inflightBuf{descs: 1, writeLen: writeLen(ln, w, wm)}
+		b.AddSingle(uint16(id), s, w&wm != 0)
+
+		if id, ln, w, ok = single((*[descSize]byte)(g[3*descSize:]), ab, len(inflight)); !ok || inflight[id].descs != 0 {
+			return off/descSize + 3
+		}
+		if s, ok = h.Hinted(binary.LittleEndian.Uint64(g[3*descSize+offAddr:]), uint64(ln)); !ok {
+			return off/descSize + 3
+		}
+		inflight[id] = inflightBuf{descs: 1, writeLen: writeLen(ln, w, wm)}
+		b.AddSingle(uint16(id), s, w&wm != 0)
 	}
-	r.nInFlight += batch
-	r.slotsInFlight += batch
-	if idx += batch; idx == r.size {
-		r.setAvail(0, !r.availWrap)
-	} else {
-		r.availIdx = idx
-	}
-	return true
+	return off / descSize
+}
+
+// single reads the id|flags word and the length of descriptor d and
+// reports whether it is a chain of one descriptor available in the wrap
+// whose bits ab are (shifted into an id|flags word), with an id below
+// size and a nonzero length. The acquire load of id|flags comes first: it
+// makes the rest of the descriptor visible (the driver writes flags
+// last). Every value is read once, and used as read.
+func single(d *[descSize]byte, ab uint32, size int) (id int, ln, w uint32, ok bool) {
+	w = guestmem.LoadAcquire32(d[:], offIDFlags)
+	const must = (flagAvail | flagUsed | flagNext | flagIndirect) << 16
+	id, ln = int(uint16(w)), binary.LittleEndian.Uint32(d[offLen:])
+	return id, ln, w, (w^ab)&must == 0 && id < size && ln != 0
 }
 
 // writeLen is what a single descriptor of length ln and id|flags word w
@@ -130,44 +181,90 @@ func (r *Ring) recordOrder(k int, id uint16) {
 	r.order[i] = id
 }
 
-// pushGroup writes the used descriptors of the four entries u at the
-// aligned slot idx (idx+batch <= size; bits is the used flags word of its
-// lap, shifted into place) when each names a different chain of one slot
-// in flight, and reports whether it did; on false nothing changed and
-// pushAny takes the entries one at a time. As there, a length is clamped
-// to what the chain lets the device write, and the first used descriptor
-// of the whole Push keeps its flags back for p to publish.
-func (r *Ring) pushGroup(u *[batch]virtq.Used, idx uint16, bits uint32, p *publisher) bool {
+// pushGroups writes used descriptors for used from the aligned slot idx
+// of the lap whose wrap counter is wrap, a group of four at a time and
+// across the ring's end, for as long as each entry names a chain of one
+// slot in flight. It returns how many entries it wrote and the used
+// position after them; the entry that stops it is left untouched, for
+// pushAny to take. As there, a length is clamped to what the chain lets
+// the device write, and the first used descriptor of the whole Push keeps
+// its flags back for p to publish.
+func (r *Ring) pushGroups(used []virtq.Used, idx uint16, wrap bool, p *publisher) (int, uint16, bool) {
+	at, size := int(idx), int(r.size)
+	pushed := 0
+	for pushed+batch <= len(used) {
+		// Whole groups up to the ring's end, in one lap.
+		n := min(len(used)-pushed, size-at) / batch * batch
+		k := r.pushLap(used[pushed:pushed+n], r.desc[at*descSize:(at+n)*descSize], at*descSize, uint32(usedBits(wrap))<<16, p)
+		pushed += k
+		if at += k; at == size {
+			at, wrap = 0, !wrap
+		}
+		if k != n || n == 0 {
+			break
+		}
+	}
+	return pushed, uint16(at), wrap
+}
+
+// pushLap writes the used descriptors of used into run, the same number of
+// slots of the ring from byte offset base in one lap whose used descriptors
+// carry the flags bits (shifted into an id|flags word), up to the first
+// entry that does not name a chain of one slot in flight, and returns how
+// many it wrote. Each is released as it is written, so an id given twice
+// stops it at its second entry; pushAny then goes on from that entry
+// exactly as it would have gone through them all. Groups of four go
+// through fixed-size windows of used and of the ring (one bounds check
+// each), their entries one after the other with constant offsets.
+func (r *Ring) pushLap(used []virtq.Used, run []byte, base int, bits uint32, p *publisher) int {
 	inflight := r.inflight
-	i0, i1, i2, i3 := int(u[0].ID), int(u[1].ID), int(u[2].ID), int(u[3].ID)
-	if i0 >= len(inflight) || i1 >= len(inflight) || i2 >= len(inflight) || i3 >= len(inflight) ||
-		i0 == i1 || i0 == i2 || i0 == i3 || i1 == i2 || i1 == i3 || i2 == i3 {
-		return false
+	n := 0
+	for ; n+batch <= len(used) && n*descSize+batchBytes <= len(run); n += batch {
+		u := (*[batch]virtq.Used)(used[n : n+batch])
+		off := n * descSize
+		g := (*[batchBytes]byte)(run[off : off+batchBytes])
+		f, ok := oneSlot(inflight, u[0].ID)
+		if !ok {
+			return n
+		}
+		ln, w := usedEntry(f, &u[0], bits)
+		binary.LittleEndian.PutUint32(g[0*descSize+offLen:], ln)
+		if p.first < 0 {
+			p.first, p.firstWord = base+off, w
+		} else {
+			binary.LittleEndian.PutUint32(g[0*descSize+offIDFlags:], w)
+		}
+		if f, ok = oneSlot(inflight, u[1].ID); !ok {
+			return n + 1
+		}
+		ln, w = usedEntry(f, &u[1], bits)
+		binary.LittleEndian.PutUint32(g[1*descSize+offLen:], ln)
+		binary.LittleEndian.PutUint32(g[1*descSize+offIDFlags:], w)
+		if f, ok = oneSlot(inflight, u[2].ID); !ok {
+			return n + 2
+		}
+		ln, w = usedEntry(f, &u[2], bits)
+		binary.LittleEndian.PutUint32(g[2*descSize+offLen:], ln)
+		binary.LittleEndian.PutUint32(g[2*descSize+offIDFlags:], w)
+		if f, ok = oneSlot(inflight, u[3].ID); !ok {
+			return n + 3
+		}
+		ln, w = usedEntry(f, &u[3], bits)
+		binary.LittleEndian.PutUint32(g[3*descSize+offLen:], ln)
+		binary.LittleEndian.PutUint32(g[3*descSize+offIDFlags:], w)
 	}
-	f0, f1, f2, f3 := &inflight[i0], &inflight[i1], &inflight[i2], &inflight[i3]
-	if f0.descs != 1 || f1.descs != 1 || f2.descs != 1 || f3.descs != 1 {
-		return false
+	return n
+}
+
+// oneSlot releases and returns the in-flight record of id when it is a
+// chain of one slot in flight; otherwise it changes nothing.
+func oneSlot(inflight []inflightBuf, id uint16) (*inflightBuf, bool) {
+	if int(id) >= len(inflight) || inflight[id].descs != 1 {
+		return nil, false
 	}
-	off := int(idx) * descSize
-	g := (*[batchBytes]byte)(r.desc[off : off+batchBytes])
-	l0, w0 := usedEntry(f0, &u[0], bits)
-	l1, w1 := usedEntry(f1, &u[1], bits)
-	l2, w2 := usedEntry(f2, &u[2], bits)
-	l3, w3 := usedEntry(f3, &u[3], bits)
-	f0.descs, f1.descs, f2.descs, f3.descs = 0, 0, 0, 0
-	binary.LittleEndian.PutUint32(g[0*descSize+offLen:], l0)
-	binary.LittleEndian.PutUint32(g[1*descSize+offLen:], l1)
-	binary.LittleEndian.PutUint32(g[2*descSize+offLen:], l2)
-	binary.LittleEndian.PutUint32(g[3*descSize+offLen:], l3)
-	if p.first < 0 {
-		p.first, p.firstWord = off, w0
-	} else {
-		binary.LittleEndian.PutUint32(g[0*descSize+offIDFlags:], w0)
-	}
-	binary.LittleEndian.PutUint32(g[1*descSize+offIDFlags:], w1)
-	binary.LittleEndian.PutUint32(g[2*descSize+offIDFlags:], w2)
-	binary.LittleEndian.PutUint32(g[3*descSize+offIDFlags:], w3)
-	return true
+	f := &inflight[id]
+	f.descs = 0
+	return f, true
 }
 
 // usedEntry returns the length and id|flags word of the used descriptor

@@ -93,6 +93,55 @@ func TestBatchStopsAtUnavailable(t *testing.T) {
 	}
 }
 
+// TestBatchStopsMidGroup: a group whose third buffer lies in another
+// region than the hinted one (legit: the run stops there) and, on the next
+// lap, a group whose third id repeats the first (hostile): the run pops the
+// chains before the one that stops it and the general path takes that one,
+// so the burst is what popping one by one gives: every chain with its own
+// id and bytes, or the hostile one failing the ring with ErrBadID and
+// nothing popped.
+func TestBatchStopsMidGroup(t *testing.T) {
+	e := newEnv(t, 8, 0, 1<<20)
+	other := e.m.Regions[0].GuestAddr + e.m.Regions[0].Size - 4096 // the ring's region
+	round := func(addrs []uint64) {
+		t.Helper()
+		var ids []uint16
+		for _, a := range addrs {
+			ids = append(ids, mustAdd(e, []drivertest.PackedBuf{{Addr: a, Len: 64, Write: true}}))
+		}
+		if n := e.pop(32); n != len(addrs) {
+			t.Fatalf("popped %d, want %d", n, len(addrs))
+		}
+		used := make([]virtq.Used, len(addrs))
+		for i, a := range addrs {
+			c, w := e.b.Chains[i], e.b.Writable(i)
+			if c.ID != ids[i] || c.WriteLen != 64 || len(w) != 1 || &w[0][0] != &e.m.Bytes(a, 64)[0] {
+				t.Fatalf("chain %d: %+v, want id %d over %#x", i, c, ids[i], a)
+			}
+			used[i] = virtq.Used{ID: c.ID, Len: 1}
+		}
+		if err := e.r.Push(used); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := e.d.Reap(nil); err != nil || len(got) != len(addrs) {
+			t.Fatalf("reaped %v, %v", got, err)
+		}
+	}
+	b := e.bufBase
+	// Slots 0-3 leave the buffers' region hinted; the group at 4 stops
+	// at its third buffer.
+	round([]uint64{b, b + 64, b + 128, b + 192})
+	round([]uint64{b, b + 64, other, b + 192})
+	// Slots 0-3 of the next lap: ids 4, 5, 4, 7.
+	addSingles(e, 4, 5, 4, 7)
+	if _, err := e.r.Pop(&e.b, 32); !errors.Is(err, virtq.ErrBadID) {
+		t.Fatalf("Pop: %v, want ErrBadID", err)
+	}
+	if e.b.N != 0 || e.r.InFlight() != 0 {
+		t.Fatalf("after the failed Pop: %d in the burst, %d in flight", e.b.N, e.r.InFlight())
+	}
+}
+
 // TestBatchLaps: a ring whose size is not a multiple of four (groups at 0
 // and 4, single pops at 8 and 9, the wrap boundary) over many laps, with
 // the buffers coming back in every order: every chain pops with its own

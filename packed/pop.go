@@ -30,8 +30,14 @@ func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 	startIdx, startWrap := r.availIdx, r.availWrap
 	r.touchAhead(max)
 	for b.N < max && !b.Full() {
-		if b.N+batch <= max && b.SegsLeft() >= batch && r.popBatch(b) {
-			continue
+		if r.availIdx%batch == 0 && b.N+batch <= max {
+			// Aligned groups of single descriptors (batch.go); the
+			// chain that stopped them, if any, goes the general way
+			// below rather than being tried as a group again.
+			r.popGroups(b, max)
+			if b.N == max || b.Full() {
+				break
+			}
 		}
 		off := int(r.availIdx) * descSize
 		// The acquire load of id|flags is what makes the rest of the

@@ -90,17 +90,23 @@ func (r *Ring) write(p *publisher, id uint16, ln uint32, slots uint16) {
 // counter of its own lap. Only their flags change: a driver never reads
 // them, and it overwrites them whole when it reuses them.
 func (r *Ring) markSkipped(idx uint16, wrap bool, n uint16) {
-	// Ring, size and the flags of the lap in locals: an IN_ORDER push
-	// marks nearly every slot of a burst here.
-	desc, size, bits := r.desc, r.size, usedBits(wrap)
-	for k := uint16(1); k < n; k++ {
-		if idx++; idx == size {
-			idx, wrap = 0, !wrap
-			bits = usedBits(wrap)
+	// An IN_ORDER push marks nearly every slot of a burst here: the
+	// slots up to the ring's end, then the rest from its start with the
+	// next lap's flags, each stretch a loop of plain stores (Push's
+	// release store of the first used descriptor publishes them).
+	desc, size := r.desc, int(r.size)
+	from, left := int(idx)+1, int(n)-1
+	bits := usedBits(wrap)
+	for left > 0 {
+		if from == size {
+			from, bits = 0, usedBits(!wrap)
 		}
-		// Plain store: Push's release store of the first used
-		// descriptor publishes it.
-		guestmem.Store16(desc, int(idx)*descSize+offIDFlags+2, bits)
+		k := min(left, size-from)
+		run := desc[from*descSize : (from+k)*descSize]
+		for o := offIDFlags + 2; o < len(run); o += descSize {
+			binary.LittleEndian.PutUint16(run[o:], bits)
+		}
+		from, left = from+k, left-k
 	}
 }
 
@@ -115,18 +121,18 @@ func (r *Ring) pushAny(used []virtq.Used, p *publisher) error {
 	var slots uint32
 	n := 0
 	for i := 0; i < len(used); i++ {
-		if i+batch <= len(used) && idx%batch == 0 && uint32(idx)+batch <= uint32(size) &&
-			r.pushGroup((*[batch]virtq.Used)(used[i:i+batch]), idx, bits, p) {
-			// Four single-slot chains at once (batch.go).
-			i += batch - 1
-			if idx += batch; idx == size {
-				idx = 0
-				wrap = !wrap
+		if idx%batch == 0 && i+batch <= len(used) {
+			// Groups of four single-slot chains (batch.go); the entry
+			// that stopped them, if any, goes entry by entry below.
+			var k int
+			if k, idx, wrap = r.pushGroups(used[i:], idx, wrap, p); k != 0 {
 				bits = uint32(usedBits(wrap)) << 16
+				slots += uint32(k)
+				n += k
+				if i += k; i == len(used) {
+					break
+				}
 			}
-			slots += batch
-			n += batch
-			continue
 		}
 		u := &used[i]
 		if int(u.ID) >= len(inflight) || inflight[u.ID].descs == 0 {
@@ -168,44 +174,49 @@ func (r *Ring) pushAny(used []virtq.Used, p *publisher) error {
 }
 
 // pushInOrder writes one used descriptor per run of entries (see Push).
+// Few values are carried from one entry to the next (the slots of the run
+// are what was retired since the last used descriptor written), so the
+// loop keeps them in registers.
 func (r *Ring) pushInOrder(used []virtq.Used, p *publisher) error {
 	inflight, order := r.inflight, r.order
-	head, avail := r.orderHead, r.nInFlight
-	var err error
-	var run uint16 // slots retired since the last used descriptor written
-	var retired uint32
+	head := r.orderHead
+	// Only as many entries as chains in flight can be the oldest.
+	m := min(len(used), r.nInFlight)
+	var retired, written uint32 // slots retired, and covered by used descriptors written
 	var lastID uint16
 	var lastLen uint32
-	n := 0
-	for i := range used {
+	var err error
+	i := 0
+	for ; i < m; i++ {
 		u := &used[i]
-		if n == avail || order[head] != u.ID {
-			err = fmt.Errorf("%w: id %d is not the oldest in flight (IN_ORDER)", virtq.ErrUsedNotInFlight, u.ID)
+		if order[head] != u.ID {
 			break
 		}
 		if head++; head == len(order) {
 			head = 0
 		}
-		n++
 		// The order queue holds only ids in flight, so u.ID < size.
 		f := &inflight[u.ID]
-		descs, wl := f.descs, f.writeLen
+		wl := f.writeLen
+		retired += uint32(f.descs)
 		f.descs = 0
-		retired += uint32(descs)
-		run += descs // stays <= size: in-flight chains never take more slots
 		lastID, lastLen = u.ID, min(u.Len, wl)
 		if i+1 < len(used) && lastLen == wl {
 			continue // the driver takes a skipped buffer as completely used
 		}
-		r.write(p, lastID, lastLen, run)
-		run = 0
+		// A run stays <= size slots: in-flight chains never take more.
+		r.write(p, lastID, lastLen, uint16(retired-written))
+		written = retired
 	}
-	if run != 0 {
+	if i < len(used) {
+		err = fmt.Errorf("%w: id %d is not the oldest in flight (IN_ORDER)", virtq.ErrUsedNotInFlight, used[i].ID)
+	}
+	if retired != written {
 		// Complete what was retired before the bad entry.
-		r.write(p, lastID, lastLen, run)
+		r.write(p, lastID, lastLen, uint16(retired-written))
 	}
 	r.orderHead = head
-	r.nInFlight -= n
+	r.nInFlight -= i
 	r.slotsInFlight -= retired
 	return err
 }
