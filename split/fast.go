@@ -3,7 +3,6 @@ package split
 import (
 	"encoding/binary"
 
-	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/virtq"
 )
 
@@ -52,26 +51,4 @@ func (r *Ring) popOne(b *virtq.Burst, head uint16) bool {
 		r.writeLen[head] = 0
 	}
 	return true
-}
-
-// touchAhead loads one word of the descriptor of each of the next n avail
-// entries, before Pop looks at any of them. The driver wrote the
-// descriptors on another core, so each line is a cache miss; loaded in one
-// go the misses are in flight together instead of one popOne after the
-// other (Go has no prefetch instruction; DPDK's vhost prefetches). The
-// values are not used, only their XOR is kept so that the loads stay. A
-// head out of range is skipped here and refused by Pop as before: nothing
-// here decides anything.
-func (r *Ring) touchAhead(n int) {
-	avail, desc := r.avail, r.desc
-	size := int(r.size)
-	var t byte
-	for k := 0; k < n; k++ {
-		slot := int((r.lastAvail + uint16(k)) & r.mask)
-		head := int(guestmem.Load16(avail, 4+2*slot))
-		if head < size {
-			t ^= desc[head*descSize]
-		}
-	}
-	r.touched = t
 }

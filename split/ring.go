@@ -20,9 +20,6 @@ type Ring struct {
 	// writeMask is descFWrite, or 0 on a ReadOnly ring (virtq.Config).
 	writeMask uint16
 	hint      guestmem.Hint // region of the last buffer translated (pop.go)
-	// touched keeps the XOR of touchAhead's loads (fast.go), so that the
-	// compiler keeps them.
-	touched byte
 
 	size uint32 // a power of two, 1..32768
 	mask uint16
