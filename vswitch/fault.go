@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/xvswitch/xvswitch/guestmem"
 )
@@ -48,7 +49,15 @@ func (w *worker) touchSafe(snap *snapshot, in *ingress, fn func(), what string) 
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			w.breakFaulting(snap, in, r, what)
+			if _, ok := guestmem.FaultAddr(r); ok && slices.Contains(w.slept, in.port.name) {
+				// Broken a moment ago by this worker (arming faulted,
+				// now disarming does): its teardown runs on the control
+				// path and may have let go of the memory's bounds, so the
+				// address no longer names it. Nothing more to break.
+				slog.Warn("worker: memory fault on a guest broken during this sleep", "worker", w.id, "while", what, "guest", in.port.name)
+				return
+			}
+			w.slept = append(w.slept, w.breakFaulting(snap, in, r, what))
 		}
 	}()
 	fn()

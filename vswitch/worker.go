@@ -29,6 +29,10 @@ type worker struct {
 	epfd      int
 	wakers    []waker // index = epoll user data - 1 (0 is wakeFD)
 	canSleep  bool
+	// slept: the ports whose guests touchSafe broke during this sleep
+	// (arming, draining, disarming), kept so that their next wake-up
+	// call may fault again without taking the worker down.
+	slept []string
 	sleeps    atomic.Uint64
 	// The worker's own timestamps, read by `show workers`, in nanoseconds
 	// on the switch's monotonic clock (since Switch.start): when it
@@ -202,6 +206,7 @@ func (w *worker) sleep(snap *snapshot) {
 	// Arming, disarming and draining take a vhost ring as a burst does:
 	// the worker holds none of them then (holder).
 	w.letGo(snap.polls[w.id])
+	w.slept = w.slept[:0]
 	for _, wk := range w.wakers {
 		w.touchSafe(snap, wk.in, wk.Arm, "arming")
 	}
