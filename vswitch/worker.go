@@ -32,8 +32,8 @@ type worker struct {
 	// slept: the ports whose guests touchSafe broke during this sleep
 	// (arming, draining, disarming), kept so that their next wake-up
 	// call may fault again without taking the worker down.
-	slept []string
-	sleeps    atomic.Uint64
+	slept  []string
+	sleeps atomic.Uint64
 	// The worker's own timestamps, read by `show workers`, in nanoseconds
 	// on the switch's monotonic clock (since Switch.start): when it
 	// started, how long it slept in epoll before its last wake-up, and
