@@ -28,6 +28,9 @@ type Run struct {
 	PeakRSSMiB      float64  `json:"peak_rss_mib"`
 	Latency         *Latency `json:"latency,omitempty"`
 	Load1           float64  `json:"load1_at_start"`
+	// CrossCPU: how far apart the guest's and the switch's CPUs were
+	// just before and just after the run (hoststate.go).
+	CrossCPU CrossCPU `json:"cross_cpu"`
 	// WindowDrops: the switch's drop counters that moved in the measured
 	// window (read at its start and end, drops.go); WindowDropsTotal
 	// their sum without the case's by-design drop and the AF_XDP RX ring's
@@ -76,8 +79,10 @@ func (b *bench) runOnce(c Case, sys string, round int, profile bool) Run {
 		return r
 	}
 	t := newRunT(fmt.Sprintf("%s/%s/%d", c.ID, sys, round), work, b.log)
+	r.CrossCPU.BeforeNs = b.crossCPU(&r)
 	err = t.step(func() { b.measure(t, c, sys, &r) })
 	t.finish()
+	r.CrossCPU.AfterNs = b.crossCPU(&r)
 	if err != nil {
 		r.Error = err.Error()
 		fmt.Fprintf(b.log, "    %s: %v (logs kept in %s and %s)\n", t.name, err, work, b.logDir)
@@ -362,6 +367,9 @@ func (r Run) brief(kind string) string {
 		s = fmt.Sprintf("p50 %.1f us p99 %.1f us p99.9 %.1f us (%d probes, %d lost)", r.Latency.P50, r.Latency.P99, r.Latency.P999, r.Latency.Probes, r.Latency.Lost)
 	}
 	s += fmt.Sprintf(" window drops %d", r.WindowDropsTotal)
+	if c := r.CrossCPU; c.BeforeNs > 0 || c.AfterNs > 0 {
+		s += fmt.Sprintf("; CPUs %.0f/%.0f ns apart", c.BeforeNs, c.AfterNs)
+	}
 	if p := r.Placement; p != nil && p.RuntimeOffWorkerCPU != nil {
 		s += fmt.Sprintf("; runtime off worker CPU: %v (%.3f s CPU)", *p.RuntimeOffWorkerCPU, p.runtimeCPUSeconds())
 	}

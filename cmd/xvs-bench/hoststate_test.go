@@ -1,0 +1,59 @@
+package main
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestCrossCPULatency(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	ns, err := crossCPULatency(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every round trip was answered (or it would have timed out), so the
+	// figure is the measured one: positive, and below the 1 s limit
+	// spread over the trips.
+	if ns <= 0 || ns > 1e9/(2*crossTrips) {
+		t.Fatalf("one way: %.1f ns", ns)
+	}
+	t.Logf("CPU 0 <-> CPU 1: %.1f ns one way", ns)
+}
+
+func TestCrossCPUBadCPU(t *testing.T) {
+	if _, err := crossCPULatency(0, 4095); err == nil || !strings.Contains(err.Error(), "CPU 4095") {
+		t.Fatalf("pinning to CPU 4095: %v", err)
+	}
+}
+
+func TestHostStateSection(t *testing.T) {
+	rep := &Report{}
+	c := Case{ID: "s1", Scenario: 1, Title: "VM -> switch", Size: 64, Ring: "split", Kind: kindRate}
+	res := Result{Case: c}
+	for i, run := range []struct {
+		sys          string
+		mpps, b0, b1 float64
+	}{
+		{sysXvswitch, 10, 50, 55}, {sysDPDK, 8, 52, 60}, // near
+		{sysXvswitch, 4, 250, 240}, {sysDPDK, 5, 50, 260}, // not: ended far
+		{sysXvswitch, 12, 49, 51}, {sysDPDK, 10, 250, 250},
+	} {
+		res.Runs = append(res.Runs, Run{System: run.sys, Round: i/2 + 1, Mpps: run.mpps, CrossCPU: CrossCPU{run.b0, run.b1}})
+	}
+	rep.Results = append(rep.Results, res)
+	if got := nearLimit(49, 60); got != 61 {
+		t.Errorf("one state (49-60 ns): limit %v, want 61 (all near)", got)
+	}
+	s := rep.hostStateSection()
+	for _, want := range []string{
+		"lowest 49 ns", "highest 260", "under 113 ns (the geometric mean", "3 of 6 rate runs were",
+		"| 1 | VM -> switch | 64 | split | 11.00 Mpps (2) | 8.00 Mpps (1) | 1.38x | 4.00 Mpps (1) | 7.50 Mpps (2) | 0.53x |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("section lacks %q:\n%s", want, s)
+		}
+	}
+}
