@@ -1,0 +1,6 @@
+//go:build !race
+
+package vswitch
+
+// raceEnabled: see race_on_test.go.
+const raceEnabled = false
