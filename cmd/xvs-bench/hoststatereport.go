@@ -51,6 +51,47 @@ func (run Run) near(limit float64) bool {
 	return c.BeforeNs > 0 && c.AfterNs > 0 && c.BeforeNs < limit && c.AfterNs < limit
 }
 
+// far says whether run had both probes and both were at or above limit.
+func (run Run) far(limit float64) bool {
+	c := run.CrossCPU
+	return c.BeforeNs >= limit && c.AfterNs >= limit
+}
+
+// stateAgreement says how well the probes predict a run's speed: of the
+// rate runs whose two probes agreed (both near or both far), how many ran
+// on the side of their case's geometric mid-rate (of its lowest and
+// highest run, both systems) that the state predicts: above when near,
+// below when far. About half would be chance; all would make the state
+// the whole story.
+func (r *Report) stateAgreement(limit float64) (agree, of int) {
+	for _, res := range r.Results {
+		if res.Kind != kindRate {
+			continue
+		}
+		lo, hi := math.Inf(1), 0.0
+		for _, run := range res.Runs {
+			if run.Error == "" && !run.Profiled && run.Mpps > 0 {
+				lo, hi = min(lo, run.Mpps), max(hi, run.Mpps)
+			}
+		}
+		mid := math.Sqrt(lo * hi)
+		for _, run := range res.Runs {
+			if run.Error != "" || run.Profiled || run.Mpps <= 0 {
+				continue
+			}
+			near, far := run.near(limit), run.far(limit)
+			if !near && !far {
+				continue
+			}
+			of++
+			if near == (run.Mpps > mid) {
+				agree++
+			}
+		}
+	}
+	return agree, of
+}
+
 // hostStateSection compares the systems' rates within one host state:
 // the runs that began and ended near, and the others.
 func (r *Report) hostStateSection() string {
@@ -93,8 +134,9 @@ func (r *Report) hostStateSection() string {
 		rows = append(rows, fmt.Sprintf("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s |", res.Scenario, title, res.Size, res.Ring,
 			stateCell(xn), stateCell(dn), stateRatio(xn, dn), stateCell(xf), stateCell(df), stateRatio(xf, df)))
 	}
+	agree, of := r.stateAgreement(limit)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Host state: how far apart the two CPUs were\n\nBefore and after every run the bench bounced a cache line between CPU %d and CPU %d (hoststate.go: one way, the median of %d batches of %d round trips): lowest %.0f ns, median %.0f, highest %.0f over %d probes. A run counts as near when both of its probes were under %.0f ns (the geometric mean of the lowest and the highest, or above the highest when they are less than %dx apart): %d of %d rate runs were. The rates below are the medians of each system's runs in one state (runs in brackets): the same code's rate follows this state, so these ratios compare like with like.\n\n", guestCPU, switchCPU, crossBatches, crossTrips, lo, med, hi, n, limit, statesApart, nearRuns, runs)
+	fmt.Fprintf(&b, "\n## Host state: how far apart the two CPUs were\n\nBefore and after every run the bench bounced a cache line between CPU %d and CPU %d (hoststate.go: one way, the median of %d batches of %d round trips): lowest %.0f ns, median %.0f, highest %.0f over %d probes. A run counts as near when both of its probes were under %.0f ns (the geometric mean of the lowest and the highest, or above the highest when they are less than %dx apart): %d of %d rate runs were. The rates below are the medians of each system's runs in one state (runs in brackets): they would compare like with like if a run's rate followed the state and the state held through its window. How far that is so: of the %d rate runs whose two probes agreed (both near or both far), %d ran on the side of their case's geometric mid-rate that the state predicts (above when near, below when far; chance is about half).\n\n", guestCPU, switchCPU, crossBatches, crossTrips, lo, med, hi, n, limit, statesApart, nearRuns, runs, of, agree)
 	if len(rows) == 0 {
 		return b.String()
 	}
