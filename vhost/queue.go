@@ -43,6 +43,13 @@ type Queue struct {
 	// of the one it binds: what the holder of the lock may touch, for
 	// Owns. Written under the lock, read by anyone.
 	boundMem, nextMem atomic.Pointer[guestmem.Memory]
+	// faulted is the guest memory a burst or rebind may have touched
+	// when a fault interrupted it, recorded before the lock is let go
+	// (Abort, rebindOrAbandon): once the lock is free, the control path
+	// may rebind the queue and replace boundMem and nextMem before the
+	// faulting worker has asked Owns whose memory it was. The first Owns
+	// that finds the address in it consumes it (faultowner.go).
+	faulted atomic.Pointer[faultedMem]
 
 	// epfd is an epoll instance holding the current kick eventfd and
 	// wakefd; a poller adds epfd to its own epoll set, and it stays the
@@ -171,6 +178,15 @@ func (q *Queue) Let(poller int) {
 // table) or stopped (GET_VRING_BASE) as soon as End returns.
 func (q *Queue) End() { q.lock.Store(0) }
 
+// Abort ends the burst of a non-nil Begin that a fault interrupted (a
+// deferred call on the way out of the panic): as End, and Owns goes on
+// naming the memory the burst could touch until the fault is attributed,
+// whatever the control path rebinds meanwhile.
+func (q *Queue) Abort() {
+	q.noteFault()
+	q.End()
+}
+
 // rebindOrAbandon is Begin's rebind. If the rebind panics (a fault on a
 // truncated guest memory, on a goroutine with SetPanicOnFault), the queue
 // is bound to a snapshot with nothing running and unlocked on the way out,
@@ -181,6 +197,7 @@ func (q *Queue) rebindOrAbandon(s *snapshot) {
 	done := false
 	defer func() {
 		if !done {
+			q.noteFault()
 			q.abandon(s)
 			q.lock.Store(0)
 		}
@@ -245,7 +262,7 @@ func (q *Queue) Owns(addr uintptr) bool {
 			return true
 		}
 	}
-	return false
+	return q.ownsFaulted(addr)
 }
 
 // Receiver is the queue's current virtio-net receive side (nil on a
@@ -281,8 +298,10 @@ func (q *Queue) Index() int { return q.index }
 // Begin).
 func (q *Queue) Arm() {
 	if a := q.Begin(); a != nil {
-		defer q.End()
+		ok := false
+		defer q.endBurst(&ok)
 		a.Ring.EnableKicks()
+		ok = true
 	}
 }
 
@@ -290,8 +309,10 @@ func (q *Queue) Arm() {
 // inside a Begin/End pair.
 func (q *Queue) Disarm() {
 	if a := q.Begin(); a != nil {
-		defer q.End()
+		ok := false
+		defer q.endBurst(&ok)
 		a.Ring.DisableKicks()
+		ok = true
 	}
 }
 

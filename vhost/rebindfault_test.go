@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/vhost/vhosttest"
@@ -75,6 +76,54 @@ func TestBeginFaultInRebind(t *testing.T) {
 				t.Fatal("TX queue not running for the next front-end")
 			}
 			q.End()
+		})
+	}
+}
+
+// TestFaultOwnedAfterControlRebind: a burst faults on a guest's memory and
+// lets go of the queue on its way out (Abort, or a rebind inside Begin);
+// before the worker asks whose memory it was, the control path rebinds the
+// queue (the front-end stopped the ring). Owns must still name the memory
+// for that fault, once: the worker panicked ("a fault on memory no guest
+// owns is a bug of ours") when CI's run lost this race.
+func TestFaultOwnedAfterControlRebind(t *testing.T) {
+	for _, how := range []string{"rebind", "abort"} {
+		t.Run(how, func(t *testing.T) {
+			s := startSession(t, vhost.Config{}, true, vhosttest.DefaultFeatures)
+			q := s.d.TxQueue(0)
+			if q.Begin() == nil {
+				t.Fatal("TX queue not running")
+			}
+			q.End()
+			var addr uintptr
+			switch how {
+			case "rebind":
+				s.f.SetMemTable()
+				s.f.TruncateMemory(0)
+				r := onFaultingThread(func() { q.Begin() })
+				f, ok := r.(interface{ Addr() uintptr })
+				if !ok {
+					t.Fatalf("Begin over truncated memory: %v, want a memory fault", r)
+				}
+				addr = f.Addr()
+			case "abort":
+				// A burst that faulted on the first byte of the memory.
+				a := q.Begin()
+				if a == nil {
+					t.Fatal("TX queue not running")
+				}
+				addr = uintptr(unsafe.Pointer(&a.Mem.Regions()[0].Host[0]))
+				q.Abort()
+			}
+			// The control path takes the free lock and rebinds the
+			// queue to a stopped ring: boundMem and nextMem go.
+			s.f.Call(vhosttest.ReqGetVringBase, vhosttest.VringState(1, 0))
+			if !q.Owns(addr) {
+				t.Fatalf("after the control path's rebind the queue does not own the faulting address %#x", addr)
+			}
+			if q.Owns(addr) {
+				t.Error("the fault's record was not consumed by the Owns that attributed it")
+			}
 		})
 	}
 }

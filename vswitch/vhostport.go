@@ -308,11 +308,23 @@ func (t *vhostToGuest) Transmit(b *Burst, m Mask, c *Counts) {
 		return
 	}
 	// Deferred, so that a fault on guest memory mid-copy still ends the
-	// burst (the worker recovers from it: fault.go).
-	defer t.q.End()
+	// burst (the worker recovers from it: fault.go). A fault leaves t.act
+	// set: Abort keeps the memory named for the worker's recovery, which
+	// runs after the lock is let go (vhost/faultowner.go).
+	defer t.end()
 	t.act = a
 	transmitFinishing(&t.fin, b, m, c, a.Rx.Offloads(), t)
 	t.act = nil
+}
+
+// end ends Transmit's burst: Abort if a fault interrupted it.
+func (t *vhostToGuest) end() {
+	if t.act != nil {
+		t.act = nil
+		t.q.Abort()
+		return
+	}
+	t.q.End()
 }
 
 // sendAsIs delivers frames the guest takes as they are: plain ones, and

@@ -177,7 +177,7 @@ func (z *zcRx) service() {
 
 // serviceVM is service's part on the VM's queue, with its egress lock
 // held. A fault on guest memory (its front-end truncated it) unwinds from
-// here to the worker, which breaks that guest: the deferred End and the
+// here to the worker, which breaks that guest: the deferred Abort and the
 // callers' deferred unlocks let go of what the burst held.
 func (z *zcRx) serviceVM() {
 	a := z.vmq.Begin()
@@ -185,12 +185,20 @@ func (z *zcRx) serviceVM() {
 		z.stopped = true
 		return
 	}
-	defer z.vmq.End()
+	ok := false
+	defer func() {
+		if ok {
+			z.vmq.End()
+		} else {
+			z.vmq.Abort() // a fault: keep its memory named (vhost/faultowner.go)
+		}
+	}()
 	z.stopped = false
 	z.complete(a)
 	if !z.unfit.Load() {
 		z.lendMore(a)
 	}
+	ok = true
 }
 
 // zcBurst is nicQueue.Receive's zero-copy part, called with q.mu held
