@@ -291,11 +291,12 @@ func TestResumeKeepsAnExactBase(t *testing.T) {
 // Resume say so and keep the front-end's base.
 func TestResumeCannotTell(t *testing.T) {
 	cases := []struct {
-		name  string
-		prep  func(r *resumer)
-		flags func(desc []byte)
+		name     string
+		features uint64
+		prep     func(r *resumer)
+		flags    func(desc []byte)
 	}{
-		{"skipped-slots-unmarked", func(r *resumer) {
+		{"skipped-slots-unmarked", 0, func(r *resumer) {
 			// A previous device that left the rest of its chains as the
 			// driver wrote them: available-looking slots among used ones.
 			r.add(3, 1, 1)
@@ -307,16 +308,27 @@ func TestResumeCannotTell(t *testing.T) {
 				binary.LittleEndian.PutUint16(desc[s*16+14:], drivertest.PackedAvail|drivertest.PackedNext)
 			}
 		}},
-		{"torn-publish", func(r *resumer) {
+		{"torn-publish-in-order", fInOrder, func(r *resumer) {
 			// A device that died between a batch's later used
-			// descriptors and its first.
+			// descriptors and its first, under IN_ORDER: the first
+			// carries the run's last id, which the slot does not hold.
 			r.add(1, 1, 1, 1)
 			r.pop(4)
 			r.push(4)
 		}, func(desc []byte) {
 			binary.LittleEndian.PutUint16(desc[0*16+14:], drivertest.PackedAvail)
 		}},
-		{"used-ahead-of-the-driver", func(r *resumer) {
+		{"torn-publish-first-chain-of-two", 0, func(r *resumer) {
+			// The batch's first chain took two slots: the second's NEXT
+			// flag is gone (Push marked it used), so where its chain
+			// ends is not known.
+			r.add(2, 1, 1)
+			r.pop(3)
+			r.push(3)
+		}, func(desc []byte) {
+			binary.LittleEndian.PutUint16(desc[0*16+14:], drivertest.PackedAvail|drivertest.PackedNext)
+		}},
+		{"used-ahead-of-the-driver", 0, func(r *resumer) {
 			r.add(1, 1)
 		}, func(desc []byte) {
 			binary.LittleEndian.PutUint16(desc[9*16+14:], 0) // used in the previous lap: fine
@@ -325,7 +337,7 @@ func TestResumeCannotTell(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newResumer(t, 16, 0, false)
+			r := newResumer(t, 16, tc.features, false)
 			tc.prep(r)
 			tc.flags(r.d.Desc())
 			cfg := r.cfg
@@ -335,6 +347,42 @@ func TestResumeCannotTell(t *testing.T) {
 				t.Fatalf("Resume = %#x, %v; want the base back and ErrPositionUnknown", got, err)
 			}
 		})
+	}
+}
+
+// TestResumeCompletesTornBatch: a device killed in the middle of a Push,
+// after the batch's later used descriptors and before its first one's
+// flags (written last, to release the batch). The next device completes
+// the first descriptor as the dead one would have and goes on after the
+// batch: the driver reaps the whole batch with the lengths pushed, then
+// the ring carries on. CI's restart test once left a guest's transmit
+// ring stopped for good this way (the base then came from QEMU, stale).
+func TestResumeCompletesTornBatch(t *testing.T) {
+	for _, rx := range []bool{false, true} {
+		for _, laps := range []int{0, 3} {
+			t.Run(fmt.Sprintf("rx=%v/laps=%d", rx, laps), func(t *testing.T) {
+				r := newResumer(t, 16, 0, rx)
+				r.traffic(laps)
+				r.add(1, 1, 1, 1, 1)
+				r.pop(5)
+				idx, wrap := r.r.State()>>16&0x7fff, r.r.State()>>31 != 0
+				r.push(4)
+				// Undo the release: the first slot's flags as the driver
+				// wrote them (its lap's avail bits), id and length as
+				// the device left them.
+				avail := uint16(drivertest.PackedUsed)
+				if wrap {
+					avail = drivertest.PackedAvail
+				}
+				binary.LittleEndian.PutUint16(r.d.Desc()[idx*16+14:], avail)
+				r.crash(packed.InitialState)
+				if n := r.reap(); n != 4 {
+					t.Fatalf("reaped %d chains of the torn batch, want 4", n)
+				}
+				r.traffic(2)
+				r.drain()
+			})
+		}
 	}
 }
 
@@ -394,6 +442,82 @@ func TestResumeDriverMidChain(t *testing.T) {
 				case errors.Is(err, packed.ErrPositionUnknown):
 				case err != nil || got>>16 != want && got != cfg.Base || got == cfg.Base && cfg.Base>>16 != want:
 					t.Fatalf("size %d, %d laps, chain of %d half written: Resume = %#x, %v; the device is at %#x", size, laps, k, got, err, want)
+				}
+			}
+		}
+	}
+}
+
+// TestResumeTornBatchDriverMidChain: a torn batch of every length a ring
+// of 3 to 24 allows, with the driver writing a chain of every length the
+// free slots allow while the device looks: Resume finds the device's
+// position after the batch and completes the batch (the driver reaps it
+// whole), or says it cannot tell and leaves the ring as it was; it never
+// names another position.
+func TestResumeTornBatchDriverMidChain(t *testing.T) {
+	completed, unknown := 0, 0
+	defer func() { t.Logf("%d torn batches completed, %d cannot tell", completed, unknown) }()
+	for size := uint16(3); size <= 24; size++ {
+		for laps := 0; laps <= 2; laps++ {
+			for batch := 2; batch < int(size); batch++ {
+				for k := 0; ; k++ {
+					r := newResumer(t, size, 0, false)
+					r.traffic(laps)
+					if batch > r.d.FreeSlots() {
+						break
+					}
+					for i := 0; i < batch; i++ {
+						r.add(1)
+					}
+					r.pop(batch)
+					idx, wrap := r.r.State()>>16&0x7fff, r.r.State()>>31 != 0
+					r.push(batch)
+					want := r.deviceUsed()
+					avail := uint16(drivertest.PackedUsed)
+					if wrap {
+						avail = drivertest.PackedAvail
+					}
+					binary.LittleEndian.PutUint16(r.d.Desc()[idx*16+14:], avail)
+					if k >= 2 && k > r.d.FreeSlots() {
+						break
+					}
+					undo := func() {}
+					if k >= 2 {
+						undo = r.halfWrite(k)
+					}
+					before := append([]byte(nil), r.d.Desc()...)
+					cfg := r.cfg
+					cfg.Base = packed.InitialState
+					got, err := packed.Resume(cfg)
+					name := fmt.Sprintf("size %d, %d laps, batch of %d torn, chain of %d half written", size, laps, batch, k)
+					switch {
+					case errors.Is(err, packed.ErrPositionUnknown):
+						if !bytes.Equal(before, r.d.Desc()) {
+							t.Fatalf("%s: Resume could not tell, and wrote the ring", name)
+						}
+						if k == 0 {
+							// Without a chain half written the batch
+							// is always found.
+							t.Fatalf("%s: %v", name, err)
+						}
+						unknown++
+						undo()
+						continue
+					case err != nil || got>>16 != want || got&0xffff != want:
+						t.Fatalf("%s: Resume = %#x, %v; the device is at %#x", name, got, err, want)
+					}
+					// Take the half-written chain back, keeping what
+					// Resume wrote to the torn slot.
+					slot := append([]byte(nil), r.d.Desc()[idx*16:idx*16+16]...)
+					undo()
+					copy(r.d.Desc()[idx*16:], slot)
+					if n := r.reap(); n != batch {
+						t.Fatalf("%s: reaped %d of the torn batch", name, n)
+					}
+					completed++
+					if k < 2 {
+						continue
+					}
 				}
 			}
 		}
