@@ -27,6 +27,20 @@ func onFaultingThread(fn func()) (r any) {
 	return <-done
 }
 
+// faultInRebind sends a new memory table, truncates it, and returns the
+// address the first Begin over it faults on (rebinding the queue there).
+func faultInRebind(t *testing.T, s *testSession, q *vhost.Queue) uintptr {
+	t.Helper()
+	s.f.SetMemTable()
+	s.f.TruncateMemory(0)
+	r := onFaultingThread(func() { q.Begin() })
+	f, ok := r.(interface{ Addr() uintptr })
+	if !ok {
+		t.Fatalf("Begin over truncated memory: %v, want a memory fault", r)
+	}
+	return f.Addr()
+}
+
 // TestBeginFaultInRebind: the first Begin after a new memory table rebinds
 // the queue over it, and the guest truncated that memory. On a goroutine
 // that recovers faults, Begin panics with the fault and leaves the queue
@@ -45,16 +59,9 @@ func TestBeginFaultInRebind(t *testing.T) {
 				t.Fatal("TX queue not running")
 			}
 			q.End()
-			s.f.SetMemTable()
-			s.f.TruncateMemory(0)
-
-			r := onFaultingThread(func() { q.Begin() })
-			f, ok := r.(interface{ Addr() uintptr })
-			if !ok {
-				t.Fatalf("Begin over truncated memory: %v, want a memory fault", r)
-			}
-			if !q.Owns(f.Addr()) {
-				t.Errorf("the queue does not own the faulting address %#x", f.Addr())
+			addr := faultInRebind(t, s, q)
+			if !q.Owns(addr) {
+				t.Errorf("the queue does not own the faulting address %#x", addr)
 			}
 			if r := onFaultingThread(func() {
 				if q.Begin() != nil {
@@ -98,14 +105,7 @@ func TestFaultOwnedAfterControlRebind(t *testing.T) {
 			var addr uintptr
 			switch how {
 			case "rebind":
-				s.f.SetMemTable()
-				s.f.TruncateMemory(0)
-				r := onFaultingThread(func() { q.Begin() })
-				f, ok := r.(interface{ Addr() uintptr })
-				if !ok {
-					t.Fatalf("Begin over truncated memory: %v, want a memory fault", r)
-				}
-				addr = f.Addr()
+				addr = faultInRebind(t, s, q)
 			case "abort":
 				// A burst that faulted on the first byte of the memory.
 				a := q.Begin()

@@ -39,6 +39,19 @@ const (
 
 var errCrossTimeout = errors.New("cross-CPU probe: a CPU did not answer within 1 s (busy)")
 
+// startPinned locks the calling goroutine to its thread, pins the thread
+// to cpu, says so on ready (or why not), and waits for the go: false when
+// pinning failed here or on the other side.
+func startPinned(cpu int, ready chan<- error, start <-chan bool) bool {
+	runtime.LockOSThread()
+	if err := pinThread(cpu); err != nil {
+		ready <- err
+		return false
+	}
+	ready <- nil
+	return <-start
+}
+
 // crossCPULatency bounces one cache line between a thread on CPU a and
 // one on CPU b and returns the one-way time in ns: the median over
 // crossBatches batches of crossTrips round trips each.
@@ -57,14 +70,7 @@ func crossCPULatency(a, b int) (float64, error) {
 	// the thread, whose CPU mask was changed, exits with the goroutine
 	// instead of going back to the runtime's pool.
 	go func() {
-		runtime.LockOSThread()
-		if err := pinThread(b); err != nil {
-			ready <- err
-			res <- nil
-			return
-		}
-		ready <- nil
-		if !<-start {
+		if !startPinned(b, ready, start) {
 			res <- nil
 			return
 		}
@@ -81,14 +87,7 @@ func crossCPULatency(a, b int) (float64, error) {
 		res <- nil
 	}()
 	go func() {
-		runtime.LockOSThread()
-		if err := pinThread(a); err != nil {
-			ready <- err
-			batches <- nil
-			return
-		}
-		ready <- nil
-		if !<-start {
+		if !startPinned(a, ready, start) {
 			batches <- nil
 			return
 		}
