@@ -85,12 +85,16 @@ func TestOwnedQueuesHandedOver(t *testing.T) {
 	}
 	// Traffic between the NICs still flows: the single worker transmits
 	// on queue 0 of each port, which for v1 means through queue 1's
-	// socket; v1's host's frames are steered to queue 1.
+	// socket; v1's host's frames are steered to queue 1. Counted from
+	// here: frames sent to the port while AddVhost rebound its sockets
+	// (v2's first IPv6 multicast, under load) are port_down by design
+	// (docs/zerocopy.md).
+	q0 := s.Stats()[0].Queues[0]
 	if !pingUntil(v2.NS, "10.92.0.1", 5*time.Second) {
 		t.Fatalf("ping across the switch with queue 0 owned: %+v", s.Stats())
 	}
-	if q := s.Stats()[0].Queues[0]; q.TxPackets == 0 || q.Drops["port_down"] != 0 {
-		t.Errorf("v1 queue 0 (owned): %+v; want its transmits sent through queue 1's socket", q)
+	if q := s.Stats()[0].Queues[0]; q.TxPackets == q0.TxPackets || q.Drops["port_down"] != q0.Drops["port_down"] {
+		t.Errorf("v1 queue 0 (owned): %+v, before the ping %+v; want its transmits sent through queue 1's socket", q, q0)
 	}
 	// The XDP program lets only the owner's unicast onto the owned
 	// queue's socket: frames to another VM there are passed to the
