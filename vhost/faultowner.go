@@ -50,9 +50,9 @@ func (q *Queue) ownsFaulted(addr uintptr) bool {
 	return false
 }
 
-// endBurst ends a burst of Begin: End if it finished (*ok), Abort if a
-// fault interrupted it.
-func (q *Queue) endBurst(ok *bool) {
+// EndBurst ends a burst of Begin, deferred with a flag the burst sets as
+// its last step: End if it finished (*ok), Abort if a fault interrupted it.
+func (q *Queue) EndBurst(ok *bool) {
 	if *ok {
 		q.End()
 		return

@@ -299,7 +299,7 @@ func (q *Queue) Index() int { return q.index }
 func (q *Queue) Arm() {
 	if a := q.Begin(); a != nil {
 		ok := false
-		defer q.endBurst(&ok)
+		defer q.EndBurst(&ok)
 		a.Ring.EnableKicks()
 		ok = true
 	}
@@ -310,7 +310,7 @@ func (q *Queue) Arm() {
 func (q *Queue) Disarm() {
 	if a := q.Begin(); a != nil {
 		ok := false
-		defer q.endBurst(&ok)
+		defer q.EndBurst(&ok)
 		a.Ring.DisableKicks()
 		ok = true
 	}

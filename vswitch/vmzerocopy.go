@@ -177,8 +177,8 @@ func (z *zcRx) service() {
 
 // serviceVM is service's part on the VM's queue, with its egress lock
 // held. A fault on guest memory (its front-end truncated it) unwinds from
-// here to the worker, which breaks that guest: the deferred Abort and the
-// callers' deferred unlocks let go of what the burst held.
+// here to the worker, which breaks that guest: the deferred EndBurst (Abort)
+// and the callers' deferred unlocks let go of what the burst held.
 func (z *zcRx) serviceVM() {
 	a := z.vmq.Begin()
 	if a == nil {
@@ -186,13 +186,7 @@ func (z *zcRx) serviceVM() {
 		return
 	}
 	ok := false
-	defer func() {
-		if ok {
-			z.vmq.End()
-		} else {
-			z.vmq.Abort() // a fault: keep its memory named (vhost/faultowner.go)
-		}
-	}()
+	defer z.vmq.EndBurst(&ok) // a fault: Abort keeps its memory named
 	z.stopped = false
 	z.complete(a)
 	if !z.unfit.Load() {

@@ -6,9 +6,9 @@ package main
 // CPU 1 has taken ~25-45 ns one way at some times and ~180-265 ns at
 // others, changing over seconds (docs/measuring.md). Every scenario's
 // rings and buffers cross between those two CPUs, so the same code's rate
-// moves by 2-3x with it, for both systems. Each run records that latency just before its
-// processes start and just after they stop (the CPUs are idle then), so
-// that runs can be compared in the same host state.
+// moves by 2-3x with it, for both systems. Each run records that latency
+// just before its processes start and just after they stop (the CPUs are
+// idle then), so that runs can be compared in the same host state.
 
 import (
 	"errors"
@@ -76,11 +76,9 @@ func crossCPULatency(a, b int) (float64, error) {
 		}
 		deadline := time.Now().Add(crossLimit)
 		for i := uint64(1); i <= total; i++ {
-			for spins := 0; line.v.Load() != 2*i-1; spins++ {
-				if spins&1023 == 1023 && time.Now().After(deadline) {
-					res <- errCrossTimeout
-					return
-				}
+			if !spinUntil(&line.v, 2*i-1, deadline) {
+				res <- errCrossTimeout
+				return
 			}
 			line.v.Store(2 * i)
 		}
@@ -98,11 +96,9 @@ func crossCPULatency(a, b int) (float64, error) {
 			t0 := time.Now()
 			for range crossTrips {
 				line.v.Store(2*i - 1)
-				for spins := 0; line.v.Load() != 2*i; spins++ {
-					if spins&1023 == 1023 && time.Now().After(deadline) {
-						batches <- nil
-						return
-					}
+				if !spinUntil(&line.v, 2*i, deadline) {
+					batches <- nil
+					return
 				}
 				i++
 			}
@@ -126,6 +122,17 @@ func crossCPULatency(a, b int) (float64, error) {
 	}
 	sort.Float64s(ns)
 	return ns[len(ns)/2], nil
+}
+
+// spinUntil spins until v holds want, or says false once deadline passed
+// (the clock read every 1024 spins).
+func spinUntil(v *atomic.Uint64, want uint64, deadline time.Time) bool {
+	for spins := 0; v.Load() != want; spins++ {
+		if spins&1023 == 1023 && time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // pinThread pins the calling (locked) thread to cpu.

@@ -54,10 +54,8 @@ func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu, size, pro
 	var start time.Time
 	var elapsed time.Duration
 	err := ns.Do(func() error {
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return fmt.Errorf("pin prober: %w", err)
+		if err := pinThread(cpu); err != nil {
+			return fmt.Errorf("prober: %w", err)
 		}
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
