@@ -30,8 +30,8 @@ func kernelArgs(c *GuestConfig) []string {
 // memoryBackend is the guest's RAM as a QEMU -object: a memfd, shared
 // (share=on) because a vhost-user back-end maps the guest's memory from
 // its fd, on 2 MiB huge pages when the config asks.
-func memoryBackend(c *GuestConfig, mb int) string {
-	s := fmt.Sprintf("memory-backend-memfd,id=mem,size=%dM,share=on", mb)
+func memoryBackend(c *GuestConfig, size string) string {
+	s := fmt.Sprintf("memory-backend-memfd,id=mem,size=%s,share=on", size)
 	if c.HugePages {
 		s += ",hugetlb=on,hugetlbsize=2M"
 	}

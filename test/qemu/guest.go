@@ -216,6 +216,10 @@ func qemuArgs(c *GuestConfig, macs []string, kernel, initrd, console, reports st
 	if mem <= 0 {
 		mem = 256
 	}
+	size := fmt.Sprintf("%dM", mem)
+	if c.MemoryKB > 0 {
+		size = fmt.Sprintf("%dK", c.MemoryKB)
+	}
 	cpus := c.CPUs
 	if cpus <= 0 {
 		cpus = 1
@@ -226,9 +230,9 @@ func qemuArgs(c *GuestConfig, macs []string, kernel, initrd, console, reports st
 	kargs := kernelArgs(c)
 	args := []string{
 		"-nodefaults", "-nographic", "-no-reboot", "-accel", "tcg",
-		"-m", fmt.Sprintf("%dM", mem), "-smp", fmt.Sprint(cpus),
+		"-m", size, "-smp", fmt.Sprint(cpus),
 		// vhost-user back-ends map guest memory: it must be a shared fd.
-		"-object", memoryBackend(c, mem),
+		"-object", memoryBackend(c, size),
 		"-numa", "node,memdev=mem",
 		"-kernel", kernel, "-initrd", initrd, "-append", strings.Join(kargs, " "),
 		"-serial", "file:" + console, "-serial", "file:" + reports,
