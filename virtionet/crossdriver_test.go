@@ -1,0 +1,224 @@
+package virtionet
+
+// The other side of BenchmarkRxCrossCore: a guest driver on another CPU,
+// and what the benchmark reads of the host.
+
+import (
+	"encoding/binary"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/virtq"
+	"github.com/xvswitch/xvswitch/virtq/drivertest"
+)
+
+// stealTicks is the steal time of CPUs 0 and 1 in /proc/stat (clock
+// ticks: time the hypervisor gave their vCPUs' host threads to someone
+// else), 0 where there is none to read.
+func stealTicks() uint64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	var sum uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 8 && (f[0] == "cpu0" || f[0] == "cpu1") {
+			v, _ := strconv.ParseUint(f[8], 10, 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// pingPong bounces a cache line between this thread (CPU 1) and one on
+// CPU 0 n times and returns the one-way time in ns.
+func pingPong(tb testing.TB, n int) float64 {
+	var line struct {
+		_ [64]byte
+		v atomic.Uint64
+		_ [64]byte
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		pin(tb, 0)
+		for i := uint64(0); i < uint64(n); i++ {
+			for line.v.Load() != 2*i+1 {
+			}
+			line.v.Store(2*i + 2)
+		}
+	}()
+	start := time.Now()
+	for i := uint64(0); i < uint64(n); i++ {
+		line.v.Store(2*i + 1)
+		for line.v.Load() != 2*i+2 {
+		}
+	}
+	el := time.Since(start)
+	<-done
+	return float64(el.Nanoseconds()) / float64(2*n)
+}
+
+// pin keeps the calling goroutine's thread (locked) on cpu.
+func pin(tb testing.TB, cpu int) {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		tb.Skipf("sched_setaffinity: %v", err)
+	}
+}
+
+// crossDriver is the minimal guest of BenchmarkRxCrossCore: it gives every
+// buffer the device used straight back, as a polling DPDK guest does, and
+// keeps no other state (the driver models' bookkeeping would make the
+// guest the bottleneck). It bypasses the model after the buffers are
+// posted, so the model's view of the ring goes stale.
+type crossDriver struct {
+	g       *guest
+	active  atomic.Bool
+	quit    atomic.Bool
+	running atomic.Bool
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+func newCrossDriver(g *guest) *crossDriver {
+	return &crossDriver{g: g, wake: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (d *crossDriver) resume() {
+	d.active.Store(true)
+	d.wake <- struct{}{}
+}
+
+// pause returns once the driver stopped touching the ring.
+func (d *crossDriver) pause() {
+	d.active.Store(false)
+	for d.running.Load() {
+		runtime.Gosched()
+	}
+}
+
+func (d *crossDriver) stop() {
+	d.quit.Store(true)
+	close(d.wake)
+	<-d.done
+}
+
+func (d *crossDriver) run(tb testing.TB) {
+	defer close(d.done)
+	runtime.LockOSThread()
+	pin(tb, 0)
+	var step func() bool
+	if d.g.kind == kindPacked {
+		step = d.packedStep()
+	} else {
+		step = d.splitStep()
+	}
+	for range d.wake {
+		if d.quit.Load() {
+			return
+		}
+		d.running.Store(true)
+		for d.active.Load() {
+			step()
+		}
+		d.running.Store(false)
+	}
+}
+
+// packedStep returns one round of the packed driver: reap the used
+// descriptors from the next used slot on (up to a burst) and write each
+// buffer back as available at the next avail slot, the first one's flags
+// last.
+func (d *crossDriver) packedStep() func() bool {
+	pk := d.g.pk
+	desc := pk.Desc()
+	size := int(pk.Size)
+	addrOf := make([]uint64, size) // buffer address by id
+	for s := 0; s < size; s++ {
+		w := binary.LittleEndian.Uint32(desc[s*16+12:])
+		if w>>16&drivertest.PackedAvail != 0 {
+			addrOf[uint16(w)] = binary.LittleEndian.Uint64(desc[s*16:])
+		}
+	}
+	nu, uw := pk.NextUsed()
+	na, aw := pk.NextAvail()
+	used, avail := int(nu), int(na)
+	return func() bool {
+		first, firstWord := -1, uint32(0)
+		n := 0
+		for ; n < virtq.MaxBurst; n++ {
+			w := guestmem.LoadAcquire32(desc, used*16+12)
+			fl := uint16(w >> 16)
+			if (fl&drivertest.PackedAvail != 0) != uw || (fl&drivertest.PackedUsed != 0) != uw {
+				break
+			}
+			id := uint16(w)
+			if used++; used == size {
+				used, uw = 0, !uw
+			}
+			off := avail * 16
+			binary.LittleEndian.PutUint64(desc[off:], addrOf[id])
+			binary.LittleEndian.PutUint32(desc[off+8:], 2048)
+			flags := uint32(drivertest.PackedWrite)
+			if aw {
+				flags |= drivertest.PackedAvail
+			} else {
+				flags |= drivertest.PackedUsed
+			}
+			word := uint32(id) | flags<<16
+			if first < 0 {
+				first, firstWord = off, word
+			} else {
+				binary.LittleEndian.PutUint32(desc[off+12:], word)
+			}
+			if avail++; avail == size {
+				avail, aw = 0, !aw
+			}
+		}
+		if first >= 0 {
+			guestmem.StoreRelease32(desc, first+12, firstWord)
+		}
+		return n > 0
+	}
+}
+
+// splitStep returns one round of the split driver: every head the device
+// used goes back into the avail ring, its descriptor rewritten as a guest
+// refilling it would, then the avail index is published once.
+func (d *crossDriver) splitStep() func() bool {
+	sp := d.g.sp
+	mask := sp.Size - 1
+	lastUsed, availIdx := uint16(0), sp.AvailIdx()
+	addrOf := make([]uint64, sp.Size)
+	for h := range addrOf {
+		addrOf[h] = binary.LittleEndian.Uint64(sp.Desc[16*h:])
+	}
+	return func() bool {
+		now := sp.UsedIdx()
+		if now == lastUsed {
+			return false
+		}
+		for ; lastUsed != now; lastUsed++ {
+			e := sp.Used[4+8*int(lastUsed&mask):]
+			head := uint16(binary.LittleEndian.Uint32(e))
+			sp.WriteDesc(head, addrOf[head], 2048, drivertest.SplitFWrite, 0)
+			sp.WriteAvail(availIdx, head)
+			availIdx++
+		}
+		sp.PublishIdx(availIdx)
+		return true
+	}
+}
