@@ -31,6 +31,9 @@ type Run struct {
 	// CrossCPU: how far apart the guest's and the switch's CPUs were
 	// just before and just after the run (hoststate.go).
 	CrossCPU CrossCPU `json:"cross_cpu"`
+	// Steal: what the hypervisor took of the guest's and the switch's
+	// CPUs during the measured window (steal.go).
+	Steal *Steal `json:"steal,omitempty"`
 	// WindowDrops: the switch's drop counters that moved in the measured
 	// window (read at its start and end, drops.go); WindowDropsTotal
 	// their sum without the case's by-design drop and the AF_XDP RX ring's
@@ -123,6 +126,7 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	if r.Profiled {
 		perf = b.startProfile(t, tp, threads0, r)
 	}
+	steal0, _ := stealMs()
 	w0 := time.Now()
 	switch c.Kind {
 	case kindRate:
@@ -178,6 +182,7 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	}
 	// The window's end, in the reverse order: the drops window holds
 	// the count window.
+	r.Steal = stealSince(steal0)
 	if perf != nil {
 		if err := perf.stop(); err != nil {
 			r.Profile = &Profile{TID: perf.tid, Error: err.Error()}
@@ -369,6 +374,9 @@ func (r Run) brief(kind string) string {
 	s += fmt.Sprintf(" window drops %d", r.WindowDropsTotal)
 	if c := r.CrossCPU; c.BeforeNs > 0 || c.AfterNs > 0 {
 		s += fmt.Sprintf("; CPUs %.0f/%.0f ns apart", c.BeforeNs, c.AfterNs)
+	}
+	if st := r.Steal; st != nil {
+		s += fmt.Sprintf("; steal %.0f/%.0f ms", st.GuestMs, st.SwitchMs)
 	}
 	if p := r.Placement; p != nil && p.RuntimeOffWorkerCPU != nil {
 		s += fmt.Sprintf("; runtime off worker CPU: %v (%.3f s CPU)", *p.RuntimeOffWorkerCPU, p.runtimeCPUSeconds())

@@ -191,6 +191,7 @@ func (r *Report) markdown() string {
 	b.WriteString(r.zerocopySection())
 	b.WriteString(r.placementSection())
 	b.WriteString(r.hostStateSection())
+	b.WriteString(r.stealSection())
 	b.WriteString(r.profileSection())
 	return b.String()
 }

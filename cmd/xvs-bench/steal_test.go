@@ -1,0 +1,59 @@
+package main
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestStealMs(t *testing.T) {
+	s0, err := stealMs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s0) != runtime.NumCPU() {
+		t.Errorf("steal of %d CPUs, want %d: %v", len(s0), runtime.NumCPU(), s0)
+	}
+	for cpu, ms := range s0 {
+		if ms < 0 || ms != float64(int64(ms/10))*10 {
+			t.Errorf("CPU %d: %v ms, want a multiple of 10 ms", cpu, ms)
+		}
+	}
+	st := stealSince(s0)
+	if st == nil || st.GuestMs < 0 || st.SwitchMs < 0 {
+		t.Fatalf("stealSince: %+v", st)
+	}
+	if stealSince(nil) != nil {
+		t.Error("stealSince(nil) is not nil")
+	}
+}
+
+func TestStealSection(t *testing.T) {
+	rep := &Report{}
+	c := Case{ID: "s1", Scenario: 1, Title: "VM -> switch", Size: 64, Ring: "split", Kind: kindRate}
+	res := Result{Case: c}
+	for i, run := range []struct {
+		sys        string
+		mpps, g, s float64
+	}{
+		{sysXvswitch, 10, 0, 10}, {sysDPDK, 8, 20, 0}, // clean: within 20 ms of 2 s
+		{sysXvswitch, 4, 0, 400}, {sysDPDK, 5, 30, 0}, // not
+		{sysXvswitch, 12, 0, 0}, {sysDPDK, 10, 0, 0},
+	} {
+		res.Runs = append(res.Runs, Run{System: run.sys, Round: i/2 + 1, Mpps: run.mpps, WallSeconds: 2, Steal: &Steal{GuestMs: run.g, SwitchMs: run.s}})
+	}
+	res.Runs = append(res.Runs, Run{System: sysXvswitch, Round: 4, Mpps: 1, WallSeconds: 2}) // no steal recorded: not counted
+	rep.Results = append(rep.Results, res)
+	s := rep.stealSection()
+	for _, want := range []string{
+		"4 of 6 rate runs did", "was 0.8% (median), 20.0% at most",
+		"| 1 | VM -> switch | 64 | split | 11.00 Mpps (2) | 9.00 Mpps (2) | 1.22x | 1 / 1 |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("section lacks %q:\n%s", want, s)
+		}
+	}
+	if (&Report{}).stealSection() != "" {
+		t.Error("a report without steal records has a steal section")
+	}
+}
