@@ -52,7 +52,10 @@ type options struct {
 	// runtime's threads run; its worker pins itself to switchCPU (--cpus).
 	// Empty: not pinned.
 	runtimeCPUs string
-	profile     string // a directory: profile the worker in scenarios 1-3
+	// keepBusy: a SCHED_IDLE spinner on each of the bench's CPUs for the
+	// whole run, so that neither vCPU halts (spin.go).
+	keepBusy bool
+	profile  string // a directory: profile the worker in scenarios 1-3
 	// profileDuration is the profiled run's window.
 	profileDuration time.Duration
 	smoke           bool
@@ -96,6 +99,7 @@ func parseFlags(args []string) (options, error) {
 	// it each time sysmon preempts it (docs/measuring.md, "But the
 	// runtime's CPUs must have room").
 	fs.StringVar(&o.runtimeCPUs, "runtime-cpus", "", "CPUs of xvswitch's process (taskset; its Go runtime's threads), its worker pinned to CPU 1 by --cpus; empty (the default): not pinned, the runtime may use the worker's CPU while the worker is parked")
+	fs.BoolVar(&o.keepBusy, "keep-cpus-busy", true, "run a SCHED_IDLE spinner on CPUs 0 and 1 for the whole bench, so that neither vCPU halts when the threads on it block (on a virtual machine a halted vCPU is one the hypervisor may give away: steal time); the spinner runs only when nothing else on its CPU can")
 	fs.DurationVar(&o.profileDuration, "profile-duration", 5*time.Second, "-profile: the profiled run's measured window")
 	fs.StringVar(&o.profile, "profile", "", "profile xvswitch's worker with perf in one extra run per case of scenarios 1-3, writing `DIR`/profile-<scenario>-<ring>-<size>.txt")
 	fs.StringVar(&o.idleAfter, "idle-after", "", "the --idle-after of the xvswitch under test (default: xvswitch's, 10ms); 1ns: its worker sleeps in epoll after 64 empty polls, so its CPU time per frame counts work, not empty polls")
@@ -182,6 +186,7 @@ func parseFlags(args []string) (options, error) {
 }
 
 func main() {
+	spinIfAsked()
 	o, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "xvs-bench:", err)
@@ -228,6 +233,13 @@ func runBench(o options, log io.Writer) (*Report, error) {
 	logDir, err := os.MkdirTemp("", "xvs-bench-logs-")
 	if err != nil {
 		return nil, err
+	}
+	if o.keepBusy {
+		stop, err := startSpinners([]int{guestCPU, switchCPU})
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	b := &bench{opt: o, xvswitch: o.xvswitch, logDir: logDir, log: log}
 	if b.xvswitch == "" {

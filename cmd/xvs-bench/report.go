@@ -64,7 +64,7 @@ func newReport(o options) *Report {
 		Warmup:         o.warmup.String(),
 		Duration:       o.duration.String(),
 		LoadStart:      loadAvg(),
-		Placement:      placement(o.runtimeCPUs),
+		Placement:      placement(o.runtimeCPUs, o.keepBusy),
 		Guest:          guestConfig,
 	}
 	if o.idleAfter != "" {

@@ -16,7 +16,7 @@ import (
 func fakeReport() *Report {
 	rep := newReport(options{rounds: 2, latencyRounds: 1, probes: 3, runtimeCPUs: "0", warmup: time.Second, duration: time.Second, args: []string{"-fake"}})
 	mk := func(c Case, runs ...Run) Result {
-		res := Result{Case: c, Placement: placement("0"), Runs: runs}
+		res := Result{Case: c, Placement: placement("0", false), Runs: runs}
 		res.summarize()
 		return res
 	}

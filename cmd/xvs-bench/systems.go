@@ -29,14 +29,21 @@ const (
 )
 
 // placement is recorded with every result.
-func placement(runtimeCPUs string) string {
+func placement(runtimeCPUs string, keepBusy bool) string {
 	control := "their control threads on CPU " + runtimeCPUs + " (xvswitch's Go runtime, by its process mask; DPDK's go to CPUs without lcores, CPU 0)"
 	if runtimeCPUs == "" {
 		control = "their control threads unpinned (xvswitch's Go runtime, which may share the worker's CPU; DPDK's go to CPUs without lcores, CPU 0)"
 	}
 	return "switch data path on CPU 1 (xvswitch: its one worker thread; DPDK: forwarding lcore, and main lcore); " + control + "; " +
 		"guest testpmd (virtio-user; main + forwarding lcore) and latency prober on CPU 0; NIC -> VM's wire-side generator (worker) on CPU 1 with the switch. " +
-		"Each run records every thread's allowed CPUs (switch_threads, guest_threads in the JSON) and, for the switch, where each thread last ran and its CPU time in the window (switch_placement)"
+		"Each run records every thread's allowed CPUs (switch_threads, guest_threads in the JSON) and, for the switch, where each thread last ran and its CPU time in the window (switch_placement)" + busyNote(keepBusy)
+}
+
+func busyNote(keepBusy bool) string {
+	if !keepBusy {
+		return ""
+	}
+	return ". A SCHED_IDLE spinner on each of CPUs 0 and 1 for the whole bench (-keep-cpus-busy), so that neither vCPU halts (spin.go)"
 }
 
 // MACs of the guests' ports.
