@@ -29,10 +29,15 @@ func TestCrossCPUBadCPU(t *testing.T) {
 	}
 }
 
-func TestHostStateSection(t *testing.T) {
-	rep := &Report{}
+// oneCaseReport is a report of one rate case (scenario 1, 64 B, split)
+// whose runs are runs, for the sections' tests.
+func oneCaseReport(runs []Run) *Report {
 	c := Case{ID: "s1", Scenario: 1, Title: "VM -> switch", Size: 64, Ring: "split", Kind: kindRate}
-	res := Result{Case: c}
+	return &Report{Results: []Result{{Case: c, Runs: runs}}}
+}
+
+func TestHostStateSection(t *testing.T) {
+	var runs []Run
 	for i, run := range []struct {
 		sys          string
 		mpps, b0, b1 float64
@@ -41,9 +46,9 @@ func TestHostStateSection(t *testing.T) {
 		{sysXvswitch, 4, 250, 240}, {sysDPDK, 5, 50, 260}, // not: ended far
 		{sysXvswitch, 12, 49, 51}, {sysDPDK, 10, 250, 250},
 	} {
-		res.Runs = append(res.Runs, Run{System: run.sys, Round: i/2 + 1, Mpps: run.mpps, CrossCPU: CrossCPU{run.b0, run.b1}})
+		runs = append(runs, Run{System: run.sys, Round: i/2 + 1, Mpps: run.mpps, CrossCPU: CrossCPU{run.b0, run.b1}})
 	}
-	rep.Results = append(rep.Results, res)
+	rep := oneCaseReport(runs)
 	if got := nearLimit(49, 60); got != 61 {
 		t.Errorf("one state (49-60 ns): limit %v, want 61 (all near)", got)
 	}

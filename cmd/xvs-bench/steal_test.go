@@ -29,9 +29,7 @@ func TestStealMs(t *testing.T) {
 }
 
 func TestStealSection(t *testing.T) {
-	rep := &Report{}
-	c := Case{ID: "s1", Scenario: 1, Title: "VM -> switch", Size: 64, Ring: "split", Kind: kindRate}
-	res := Result{Case: c}
+	var runs []Run
 	for i, run := range []struct {
 		sys        string
 		mpps, g, s float64
@@ -40,10 +38,10 @@ func TestStealSection(t *testing.T) {
 		{sysXvswitch, 4, 0, 400}, {sysDPDK, 5, 30, 0}, // not
 		{sysXvswitch, 12, 0, 0}, {sysDPDK, 10, 0, 0},
 	} {
-		res.Runs = append(res.Runs, Run{System: run.sys, Round: i/2 + 1, Mpps: run.mpps, WallSeconds: 2, Steal: &Steal{GuestMs: run.g, SwitchMs: run.s}})
+		runs = append(runs, Run{System: run.sys, Round: i/2 + 1, Mpps: run.mpps, WallSeconds: 2, Steal: &Steal{GuestMs: run.g, SwitchMs: run.s}})
 	}
-	res.Runs = append(res.Runs, Run{System: sysXvswitch, Round: 4, Mpps: 1, WallSeconds: 2}) // no steal recorded: not counted
-	rep.Results = append(rep.Results, res)
+	runs = append(runs, Run{System: sysXvswitch, Round: 4, Mpps: 1, WallSeconds: 2}) // no steal recorded: not counted
+	rep := oneCaseReport(runs)
 	s := rep.stealSection()
 	for _, want := range []string{
 		"4 of 6 rate runs did", "was 0.8% (median), 20.0% at most",
