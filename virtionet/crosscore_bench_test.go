@@ -48,7 +48,11 @@ func BenchmarkRxCrossCore(b *testing.B) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	pin(b, 1)
+	restore, err := pinTo(1)
+	if err != nil {
+		b.Skipf("pinning to CPU 1: %v", err)
+	}
+	defer restore()
 	var rxs [2]*RxQueue
 	var drivers [2]*crossDriver
 	for i, k := range kinds {
@@ -59,7 +63,7 @@ func BenchmarkRxCrossCore(b *testing.B) {
 		}
 		rxs[i] = NewRxQueue(g.ring, QueueConfig{Features: featV1 | featMrg})
 		drivers[i] = newCrossDriver(g)
-		go drivers[i].run(b)
+		go drivers[i].run()
 	}
 	defer func() {
 		for _, d := range drivers {
@@ -71,13 +75,13 @@ func BenchmarkRxCrossCore(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		var pair crossPair
-		pair.latBefore = pingPong(b, 2000)
+		pair.latBefore = pingPong(2000)
 		for i := range kinds {
 			drivers[i].resume()
 			pair.s[i] = deliverFor(b, rxs[i], f, slice)
 			drivers[i].pause()
 		}
-		pair.latAfter = pingPong(b, 2000)
+		pair.latAfter = pingPong(2000)
 		all = append(all, pair)
 		if pair.s[0].steal == 0 && pair.s[1].steal == 0 {
 			clean = append(clean, pair)

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,7 +40,7 @@ func stealTicks() uint64 {
 
 // pingPong bounces a cache line between this thread (CPU 1) and one on
 // CPU 0 n times and returns the one-way time in ns.
-func pingPong(tb testing.TB, n int) float64 {
+func pingPong(n int) float64 {
 	var line struct {
 		_ [64]byte
 		v atomic.Uint64
@@ -50,9 +49,8 @@ func pingPong(tb testing.TB, n int) float64 {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		pin(tb, 0)
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		_, _ = pinTo(0)        // the benchmark's own pin proved it works
 		for i := uint64(0); i < uint64(n); i++ {
 			for line.v.Load() != 2*i+1 {
 			}
@@ -70,13 +68,18 @@ func pingPong(tb testing.TB, n int) float64 {
 	return float64(el.Nanoseconds()) / float64(2*n)
 }
 
-// pin keeps the calling goroutine's thread (locked) on cpu.
-func pin(tb testing.TB, cpu int) {
-	var set unix.CPUSet
+// pinTo keeps the calling goroutine's thread (locked) on cpu and returns
+// what puts back the CPUs it was allowed before.
+func pinTo(cpu int) (restore func(), err error) {
+	var was, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		return nil, err
+	}
 	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		tb.Skipf("sched_setaffinity: %v", err)
+		return nil, err
 	}
+	return func() { _ = unix.SchedSetaffinity(0, &was) }, nil
 }
 
 // crossDriver is the minimal guest of BenchmarkRxCrossCore: it gives every
@@ -116,10 +119,10 @@ func (d *crossDriver) stop() {
 	<-d.done
 }
 
-func (d *crossDriver) run(tb testing.TB) {
+func (d *crossDriver) run() {
 	defer close(d.done)
-	runtime.LockOSThread()
-	pin(tb, 0)
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	_, _ = pinTo(0)        // the benchmark's own pin proved it works
 	var step func() bool
 	if d.g.kind == kindPacked {
 		step = d.packedStep()
