@@ -309,7 +309,7 @@ func (o options) roundsOf(c Case) int {
 }
 
 // runCase measures c on both systems, alternating them round by round,
-// then (-profile, scenarios 1-3) profiles one more xvswitch run.
+// then (-profile, scenarios 1-3 and 5) profiles one more xvswitch run.
 func (b *bench) runCase(c Case, stop *atomic.Bool) Result {
 	res := Result{Case: c, Placement: placement(b.opt.runtimeCPUs, b.opt.keepBusy)}
 	run := func(sys string, round int, profile bool) Run {

@@ -14,7 +14,7 @@ import (
 )
 
 // This file profiles xvswitch's worker thread during a measured window
-// with perf (-profile DIR, scenarios 1-3): `perf record -g -t <worker>`
+// with perf (-profile DIR, scenarios 1-3 and 5): `perf record -g -t <worker>`
 // from the window's start to its end, then `perf report --no-children`,
 // written as DIR/profile-<scenario>-<ring>-<size>.txt. Go binaries carry
 // their symbol table, so perf names Go functions without help. The
@@ -46,8 +46,10 @@ type ProfileEntry struct {
 	Samples     uint64  `json:"samples"`
 }
 
-// profiled says whether -profile covers scenario s.
-func profiled(s int) bool { return s >= 1 && s <= 3 }
+// profiled says whether -profile covers scenario s: the VM scenarios 1-3,
+// and VM -> NIC (5), whose worker spends most of its time in the kernel's
+// AF_XDP transmit (perf samples the kernel's stacks too).
+func profiled(s int) bool { return s >= 1 && s <= 3 || s == 5 }
 
 // profileName is the file name of case c's profile.
 func profileName(c Case) string {

@@ -47,7 +47,7 @@ func TestProfileName(t *testing.T) {
 	if n := profileName(newCase(3, "bridge", 1518, "split")); n != "profile-s3-bridge-split-1518.txt" {
 		t.Errorf("%s", n)
 	}
-	if !profiled(3) || profiled(4) {
-		t.Errorf("profiled scenarios: 1-3")
+	if !profiled(3) || profiled(4) || !profiled(5) || profiled(6) {
+		t.Errorf("profiled scenarios: 1-3 and 5")
 	}
 }

@@ -52,6 +52,15 @@ const (
 	guestMAC1 = "02:00:00:00:aa:02"
 )
 
+// wireSinkMAC is where VM -> NIC's frames go: a MAC nobody in the
+// namespace has, so that its stack drops them as soon as they arrive
+// (PACKET_OTHERHOST). Addressed to the veth's own MAC, every frame was
+// routed first, and in the worker's profile 85-90% of its time went to
+// the namespace's stack on its CPU (ip_route_input_slow, dst_destroy and
+// their RCU callbacks, 2026-12-03): veth runs the receiver's stack on the
+// sender's CPU, a real NIC does not.
+const wireSinkMAC = "02:00:00:00:ee:01"
+
 // xvsDaemon is a running `xvswitch run`.
 type xvsDaemon struct {
 	*proc
