@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/hostprobe"
 )
 
 // BenchmarkRxCrossCore measures guest RX with the guest on the other CPU,
@@ -48,7 +50,7 @@ func BenchmarkRxCrossCore(b *testing.B) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	restore, err := pinTo(1)
+	restore, err := hostprobe.PinThread(1)
 	if err != nil {
 		b.Skipf("pinning to CPU 1: %v", err)
 	}
@@ -75,13 +77,13 @@ func BenchmarkRxCrossCore(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		var pair crossPair
-		pair.latBefore = pingPong(2000)
+		pair.latBefore = crossLatency()
 		for i := range kinds {
 			drivers[i].resume()
 			pair.s[i] = deliverFor(b, rxs[i], f, slice)
 			drivers[i].pause()
 		}
-		pair.latAfter = pingPong(2000)
+		pair.latAfter = crossLatency()
 		all = append(all, pair)
 		if pair.s[0].steal == 0 && pair.s[1].steal == 0 {
 			clean = append(clean, pair)
@@ -138,7 +140,7 @@ type crossSlice struct {
 	got     int // frames delivered
 	fed     int // frames of the bursts delivered whole
 	fedTime time.Duration
-	steal   uint64 // steal ticks of CPUs 0 and 1 during the slice
+	steal   float64 // steal time of CPUs 0 and 1 during the slice, ms
 }
 
 func (c crossSlice) mfps() float64   { return float64(c.got) / c.elapsed.Seconds() / 1e6 }
@@ -148,7 +150,7 @@ func (c crossSlice) fedNs() float64  { return float64(c.fedTime.Nanoseconds()) /
 // deliverFor delivers f to q again and again for d.
 func deliverFor(b *testing.B, q *RxQueue, f *Frames, d time.Duration) crossSlice {
 	var c crossSlice
-	steal := stealTicks()
+	steal := stealOf01()
 	start := time.Now()
 	for t0 := start; t0.Sub(start) < d; {
 		k, err := q.Deliver(f)
@@ -165,8 +167,28 @@ func deliverFor(b *testing.B, q *RxQueue, f *Frames, d time.Duration) crossSlice
 		c.offered += f.Len()
 	}
 	c.elapsed = time.Since(start)
-	c.steal = stealTicks() - steal
+	c.steal = stealOf01() - steal
 	return c
+}
+
+// crossLatency is the one-way time of a cache line between CPUs 0 and 1,
+// in ns; a probe that fails (a CPU too busy to answer) counts as far.
+func crossLatency() float64 {
+	ns, err := hostprobe.CrossCPULatency(0, 1)
+	if err != nil {
+		return farNs
+	}
+	return ns
+}
+
+// stealOf01 is the steal time of CPUs 0 and 1, summed (ms); 0 where it
+// cannot be read, which leaves every pair in.
+func stealOf01() float64 {
+	st, err := hostprobe.StealMs()
+	if err != nil {
+		return 0
+	}
+	return st[0] + st[1]
 }
 
 func medianOf(pairs []crossPair, v func(crossPair) float64) float64 {

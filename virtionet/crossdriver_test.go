@@ -1,86 +1,17 @@
 package virtionet
 
-// The other side of BenchmarkRxCrossCore: a guest driver on another CPU,
-// and what the benchmark reads of the host.
+// The other side of BenchmarkRxCrossCore: a guest driver on another CPU.
 
 import (
 	"encoding/binary"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/test/hostprobe"
 	"github.com/xvswitch/xvswitch/virtq"
 	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
-
-// stealTicks is the steal time of CPUs 0 and 1 in /proc/stat (clock
-// ticks: time the hypervisor gave their vCPUs' host threads to someone
-// else), 0 where there is none to read.
-func stealTicks() uint64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	var sum uint64
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 8 && (f[0] == "cpu0" || f[0] == "cpu1") {
-			v, _ := strconv.ParseUint(f[8], 10, 64)
-			sum += v
-		}
-	}
-	return sum
-}
-
-// pingPong bounces a cache line between this thread (CPU 1) and one on
-// CPU 0 n times and returns the one-way time in ns.
-func pingPong(n int) float64 {
-	var line struct {
-		_ [64]byte
-		v atomic.Uint64
-		_ [64]byte
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		_, _ = pinTo(0)        // the benchmark's own pin proved it works
-		for i := uint64(0); i < uint64(n); i++ {
-			for line.v.Load() != 2*i+1 {
-			}
-			line.v.Store(2*i + 2)
-		}
-	}()
-	start := time.Now()
-	for i := uint64(0); i < uint64(n); i++ {
-		line.v.Store(2*i + 1)
-		for line.v.Load() != 2*i+2 {
-		}
-	}
-	el := time.Since(start)
-	<-done
-	return float64(el.Nanoseconds()) / float64(2*n)
-}
-
-// pinTo keeps the calling goroutine's thread (locked) on cpu and returns
-// what puts back the CPUs it was allowed before.
-func pinTo(cpu int) (restore func(), err error) {
-	var was, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &was); err != nil {
-		return nil, err
-	}
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return nil, err
-	}
-	return func() { _ = unix.SchedSetaffinity(0, &was) }, nil
-}
 
 // crossDriver is the minimal guest of BenchmarkRxCrossCore: it gives every
 // buffer the device used straight back, as a polling DPDK guest does, and
@@ -121,8 +52,8 @@ func (d *crossDriver) stop() {
 
 func (d *crossDriver) run() {
 	defer close(d.done)
-	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-	_, _ = pinTo(0)        // the benchmark's own pin proved it works
+	runtime.LockOSThread()        // never unlocked: the thread ends with the goroutine
+	_, _ = hostprobe.PinThread(0) // the benchmark's own pin proved it works
 	var step func() bool
 	if d.g.kind == kindPacked {
 		step = d.packedStep()

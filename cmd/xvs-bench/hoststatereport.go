@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/xvswitch/xvswitch/test/hostprobe"
 )
 
 // statesApart: the probes show two host states when the highest is at
@@ -136,7 +138,7 @@ func (r *Report) hostStateSection() string {
 	}
 	agree, of := r.stateAgreement(limit)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Host state: how far apart the two CPUs were\n\nBefore and after every run the bench bounced a cache line between CPU %d and CPU %d (hoststate.go: one way, the median of %d batches of %d round trips): lowest %.0f ns, median %.0f, highest %.0f over %d probes. A run counts as near when both of its probes were under %.0f ns (the geometric mean of the lowest and the highest, or above the highest when they are less than %dx apart): %d of %d rate runs were. The rates below are the medians of each system's runs in one state (runs in brackets): they would compare like with like if a run's rate followed the state and the state held through its window. How far that is so: of the %d rate runs whose two probes agreed (both near or both far), %d ran on the side of their case's geometric mid-rate that the state predicts (above when near, below when far; chance is about half).\n\n", guestCPU, switchCPU, crossBatches, crossTrips, lo, med, hi, n, limit, statesApart, nearRuns, runs, of, agree)
+	fmt.Fprintf(&b, "\n## Host state: how far apart the two CPUs were\n\nBefore and after every run the bench bounced a cache line between CPU %d and CPU %d (test/hostprobe: one way, the median of %d batches of %d round trips): lowest %.0f ns, median %.0f, highest %.0f over %d probes. A run counts as near when both of its probes were under %.0f ns (the geometric mean of the lowest and the highest, or above the highest when they are less than %dx apart): %d of %d rate runs were. The rates below are the medians of each system's runs in one state (runs in brackets): they would compare like with like if a run's rate followed the state and the state held through its window. How far that is so: of the %d rate runs whose two probes agreed (both near or both far), %d ran on the side of their case's geometric mid-rate that the state predicts (above when near, below when far; chance is about half).\n\n", guestCPU, switchCPU, hostprobe.Batches, hostprobe.Trips, lo, med, hi, n, limit, statesApart, nearRuns, runs, of, agree)
 	if len(rows) == 0 {
 		return b.String()
 	}

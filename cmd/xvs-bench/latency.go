@@ -9,8 +9,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/xvswitch/xvswitch/test/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/xvswitch/xvswitch/test/hostprobe"
+	"github.com/xvswitch/xvswitch/test/netns"
 )
 
 // Latency is a round-trip time distribution, in microseconds.
@@ -54,7 +56,7 @@ func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu, size, pro
 	var start time.Time
 	var elapsed time.Duration
 	err := ns.Do(func() error {
-		if err := pinThread(cpu); err != nil {
+		if _, err := hostprobe.PinThread(cpu); err != nil {
 			return fmt.Errorf("prober: %w", err)
 		}
 		ifi, err := net.InterfaceByName(ifname)

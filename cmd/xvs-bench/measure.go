@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/xvswitch/xvswitch/test/hostprobe"
 )
 
 // Run is one measurement of one system on one case.
@@ -126,7 +128,7 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 	if r.Profiled {
 		perf = b.startProfile(t, tp, threads0, r)
 	}
-	steal0, _ := stealMs()
+	steal0, _ := hostprobe.StealMs()
 	w0 := time.Now()
 	switch c.Kind {
 	case kindRate:

@@ -25,6 +25,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xvswitch/xvswitch/test/hostprobe"
 )
 
 // spinEnv names the CPU a re-executed xvs-bench spins on.
@@ -86,7 +88,7 @@ func spinIfAsked() {
 	cpu, err := strconv.Atoi(v)
 	if err == nil {
 		runtime.LockOSThread()
-		err = pinThread(cpu)
+		_, err = hostprobe.PinThread(cpu)
 	}
 	if err == nil {
 		err = unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0)
