@@ -72,16 +72,8 @@ func (r *Report) stealSection() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Steal time: what the hypervisor took of the two CPUs\n\nOver every run's measured window the bench read the steal time of CPU %d and CPU %d (/proc/stat, in steps of 10 ms: the time the host ran something else while the vCPU had work; steal.go). A run counts as clean when it stayed within %.0f%% of the window on both: %d of %d rate runs did; over all of them the larger of the two CPUs' shares was %.1f%% (median), %.1f%% at most. The rates below are the medians of each system's clean runs (runs in brackets), and how many runs of each system were left out.\n\n",
-		guestCPU, switchCPU, 100*stealLimit, cleanRuns, runs, 100*median(shares), 100*maxOf(shares))
+		guestCPU, switchCPU, 100*stealLimit, cleanRuns, runs, 100*median(shares), 100*best(shares, higher))
 	b.WriteString("| # | Scenario | Frame | Ring | xvswitch clean | DPDK clean | xvs/DPDK clean | runs with steal, xvswitch / DPDK |\n|---|---|---|---|---|---|---|---|\n")
 	b.WriteString(strings.Join(rows, "\n") + "\n")
 	return b.String()
-}
-
-func maxOf(v []float64) float64 {
-	m := 0.0
-	for _, x := range v {
-		m = max(m, x)
-	}
-	return m
 }
