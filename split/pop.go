@@ -37,6 +37,7 @@ func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 	if int(ready) < max {
 		max = int(ready)
 	}
+	r.touchAhead(max)
 	for b.N < max && !b.Full() {
 		at := r.lastAvail + uint16(b.N)
 		slot := int(at & r.mask)

@@ -58,6 +58,9 @@ type Ring struct {
 	// straddle holds the segments of one indirect descriptor that crosses
 	// a region boundary (rare; see readIndirect).
 	straddle [descSize][]byte
+
+	// touched keeps touchAhead's loads from being optimised away.
+	touched uint16
 }
 
 var _ virtq.Ring = (*Ring)(nil)
