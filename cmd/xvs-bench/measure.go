@@ -235,7 +235,7 @@ func (b *bench) measure(t *runT, c Case, sys string, r *Run) {
 		t.Fatalf("%v", err)
 	}
 	if perf != nil {
-		r.Profile = perf.report(filepath.Join(b.opt.profile, profileName(c)), profileHeader(c, r))
+		r.Profile = perf.report(filepath.Join(b.opt.profile, profileName(c)), profileHeader(c, r), b.xvswitch)
 	}
 	// Under traffic both switches poll flat out: a much smaller share of
 	// the CPU means something else ran on it, and the rate shows that too.

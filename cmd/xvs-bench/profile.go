@@ -129,9 +129,10 @@ func (p *perfRecording) kill() {
 }
 
 // report writes the profile's text to path (a header, the functions by
-// self share, then the call chains into the hottest ones) and returns its
-// summary.
-func (p *perfRecording) report(path, header string) *Profile {
+// self share, the call chains into the hottest ones, then where in the
+// top functions the samples sit: hotspots.go) and returns its summary.
+// binary is the profiled xvswitch, for the source lines.
+func (p *perfRecording) report(path, header, binary string) *Profile {
 	prof := &Profile{File: filepath.Base(path), TID: p.tid}
 	base := []string{"-c", strconv.Itoa(guestCPU), "perf", "report", "-i", p.data, "--stdio", "--no-children", "--sort", "symbol"}
 	flat, err := exec.Command("taskset", append(base, "-n", "-g", "none", "--percent-limit", "0.3")...).Output()
@@ -150,6 +151,7 @@ func (p *perfRecording) report(path, header string) *Profile {
 	b.Write(flat)
 	b.WriteString("\n## Call chains into the functions above 2% (perf report --no-children --sort symbol -g graph,0.5,caller)\n\n")
 	b.Write(graph)
+	b.WriteString(hotspots(p.data, binary, prof.Top))
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		prof.Error = err.Error()
 	}
