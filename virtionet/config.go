@@ -80,6 +80,17 @@ func (q *queueBase) Snapshot() Stats { return q.ctr.snapshot() }
 // worker may call it.
 func (q *queueBase) LastBurst() Stats { return q.ctr.burst }
 
+// LastBurstPassed is LastBurst's Packets and Bytes, without the copy of
+// its drops.
+func (q *queueBase) LastBurstPassed() (packets, bytes uint64) {
+	return q.ctr.burst.Packets, q.ctr.burst.Bytes
+}
+
+// LastBurstDropped reports whether the last burst counted any drop (a
+// LastBurst with a nonzero Drops entry), for the owning worker to skip
+// reading the drops of every burst that had none.
+func (q *queueBase) LastBurstDropped() bool { return q.ctr.burstDropped }
+
 // Err returns the error that broke the queue, or nil.
 func (q *queueBase) Err() error { return q.err }
 

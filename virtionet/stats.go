@@ -38,6 +38,9 @@ type counters struct {
 	// Drops entry may. Kept apart so that a burst without drops does not
 	// publish the drop counters.
 	dirty, dropped bool
+	// burstDropped: the current (or last) burst counted a drop, so that
+	// the switch reads the burst's drops (LastBurst, 200 bytes) only then.
+	burstDropped bool
 
 	pub struct {
 		packets, bytes, notifies atomic.Uint64
@@ -46,12 +49,12 @@ type counters struct {
 }
 
 // begin starts a burst: LastBurst reports from here on.
-func (c *counters) begin() { c.burst = Stats{} }
+func (c *counters) begin() { c.burst, c.burstDropped = Stats{}, false }
 
 func (c *counters) drop(r DropReason, n int) {
 	c.local.Drops[r] += uint64(n)
 	c.burst.Drops[r] += uint64(n)
-	c.dropped = true
+	c.dropped, c.burstDropped = true, true
 }
 
 func (c *counters) pass(frames int, bytes int) {

@@ -240,8 +240,10 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 	// Receive's count includes chains virtionet rejected (counted below
 	// from LastBurst); the frames to forward are what Frames holds.
 	_, err := a.Tx.Receive(MaxBurst)
-	last := a.Tx.LastBurst()
-	countVirtioDrops(c, &last, true)
+	if a.Tx.LastBurstDropped() {
+		last := a.Tx.LastBurst()
+		countVirtioDrops(c, &last, true)
+	}
 	if err != nil {
 		a.Break(err)
 	}
@@ -346,10 +348,13 @@ func (t *vhostToGuest) sendAsIs(b *Burst, m Mask, c *Counts) {
 		}
 	}
 	_, err := a.Rx.Deliver(frames)
-	last := a.Rx.LastBurst()
-	c.Frames(last.Packets, last.Bytes)
-	c.Copied(last.Packets, last.Bytes) // Deliver copies every frame
-	countVirtioDrops(c, &last, false)
+	packets, bytes := a.Rx.LastBurstPassed()
+	c.Frames(packets, bytes)
+	c.Copied(packets, bytes) // Deliver copies every frame
+	if a.Rx.LastBurstDropped() {
+		last := a.Rx.LastBurst()
+		countVirtioDrops(c, &last, false)
+	}
 	if err != nil {
 		a.Break(err)
 	}

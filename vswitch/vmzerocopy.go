@@ -229,10 +229,13 @@ func (z *zcRx) complete(a *vhost.Active) {
 		return
 	}
 	n, err := a.Rx.CompleteLent(z.done[:z.ndone])
-	last := a.Rx.LastBurst()
-	z.c.Frames(last.Packets, last.Bytes)
+	packets, bytes := a.Rx.LastBurstPassed()
+	z.c.Frames(packets, bytes)
 	z.c.Zerocopy(uint64(n))
-	countVirtioDrops(&z.c, &last, false)
+	if a.Rx.LastBurstDropped() {
+		last := a.Rx.LastBurst()
+		countVirtioDrops(&z.c, &last, false)
+	}
 	if err != nil {
 		a.Break(err)
 	}
