@@ -86,10 +86,16 @@ func (q *queueBase) LastBurstPassed() (packets, bytes uint64) {
 	return q.ctr.burst.Packets, q.ctr.burst.Bytes
 }
 
-// LastBurstDropped reports whether the last burst counted any drop (a
-// LastBurst with a nonzero Drops entry), for the owning worker to skip
-// reading the drops of every burst that had none.
-func (q *queueBase) LastBurstDropped() bool { return q.ctr.burstDropped }
+// LastBurstDrops returns the last burst's drops by reason (LastBurst's
+// Drops, in place: read-only, valid until the next burst), or nil when it
+// dropped nothing, so that the owning worker reads them only after a
+// burst that did.
+func (q *queueBase) LastBurstDrops() *[NumDropReasons]uint64 {
+	if !q.ctr.burstDropped {
+		return nil
+	}
+	return &q.ctr.burst.Drops
+}
 
 // Err returns the error that broke the queue, or nil.
 func (q *queueBase) Err() error { return q.err }

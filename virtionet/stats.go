@@ -39,7 +39,7 @@ type counters struct {
 	// publish the drop counters.
 	dirty, dropped bool
 	// burstDropped: the current (or last) burst counted a drop, so that
-	// the switch reads the burst's drops (LastBurst, 200 bytes) only then.
+	// the switch reads the burst's drops (LastBurstDrops) only then.
 	burstDropped bool
 
 	pub struct {

@@ -2,12 +2,15 @@ package vswitch
 
 import "github.com/xvswitch/xvswitch/virtionet"
 
-// countVirtioDrops adds a virtio-net queue's burst drops to c. On the
-// ingress side a dropped frame was also received, so it counts as a packet
-// too (received = forwarded + dropped).
-func countVirtioDrops(c *Counts, s *virtionet.Stats, received bool) {
+// countVirtioDrops adds a virtio-net queue's burst drops (LastBurstDrops;
+// nil: none) to c. On the ingress side a dropped frame was also received,
+// so it counts as a packet too (received = forwarded + dropped).
+func countVirtioDrops(c *Counts, drops *[virtionet.NumDropReasons]uint64, received bool) {
+	if drops == nil {
+		return
+	}
 	for r := virtionet.DropReason(0); r < virtionet.NumDropReasons; r++ {
-		n := int(s.Drops[r])
+		n := int(drops[r])
 		if n == 0 {
 			continue
 		}

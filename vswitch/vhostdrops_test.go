@@ -30,8 +30,8 @@ func TestCountVirtioDrops(t *testing.T) {
 	st.Drops[virtionet.DropMalformed] = 2
 	st.Drops[virtionet.DropQueueStopped] = 1
 	var in, out Counts
-	countVirtioDrops(&in, &st, true)
-	countVirtioDrops(&out, &st, false)
+	countVirtioDrops(&in, &st.Drops, true)
+	countVirtioDrops(&out, &st.Drops, false)
 	if in.packets != 3 || in.drops[DropMalformed] != 2 || in.drops[DropPortDown] != 1 {
 		t.Errorf("ingress: %+v", in)
 	}

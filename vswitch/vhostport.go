@@ -238,12 +238,9 @@ func (r *vhostFromGuest) Receive(b *Burst, c *Counts) (int, error) {
 		}
 	}
 	// Receive's count includes chains virtionet rejected (counted below
-	// from LastBurst); the frames to forward are what Frames holds.
+	// from LastBurstDrops); the frames to forward are what Frames holds.
 	_, err := a.Tx.Receive(MaxBurst)
-	if a.Tx.LastBurstDropped() {
-		last := a.Tx.LastBurst()
-		countVirtioDrops(c, &last, true)
-	}
+	countVirtioDrops(c, a.Tx.LastBurstDrops(), true)
 	if err != nil {
 		a.Break(err)
 	}
@@ -351,10 +348,7 @@ func (t *vhostToGuest) sendAsIs(b *Burst, m Mask, c *Counts) {
 	packets, bytes := a.Rx.LastBurstPassed()
 	c.Frames(packets, bytes)
 	c.Copied(packets, bytes) // Deliver copies every frame
-	if a.Rx.LastBurstDropped() {
-		last := a.Rx.LastBurst()
-		countVirtioDrops(c, &last, false)
-	}
+	countVirtioDrops(c, a.Rx.LastBurstDrops(), false)
 	if err != nil {
 		a.Break(err)
 	}

@@ -232,10 +232,7 @@ func (z *zcRx) complete(a *vhost.Active) {
 	packets, bytes := a.Rx.LastBurstPassed()
 	z.c.Frames(packets, bytes)
 	z.c.Zerocopy(uint64(n))
-	if a.Rx.LastBurstDropped() {
-		last := a.Rx.LastBurst()
-		countVirtioDrops(&z.c, &last, false)
-	}
+	countVirtioDrops(&z.c, a.Rx.LastBurstDrops(), false)
 	if err != nil {
 		a.Break(err)
 	}
