@@ -54,21 +54,34 @@ func hotspots(data, binary string, top []ProfileEntry) string {
 			fmt.Fprintf(&b, "\n%s: perf annotate: %v\n", e.Symbol, err)
 			continue
 		}
-		insns := parseAnnotate(out)
-		lines := sourceLines(binary, insns)
+		shown := hotAndBefore(parseAnnotate(out))
+		lines := sourceLines(binary, shown)
 		fmt.Fprintf(&b, "\n%s (%.1f%% of the worker's samples):\n\n", e.Symbol, e.SelfPercent)
-		for i, in := range insns {
-			if in.pct < hotspotMin {
-				continue
+		for _, in := range shown {
+			mark := "   "
+			if in.pct >= hotspotMin {
+				mark = "  >"
 			}
-			if i > 0 && insns[i-1].pct < hotspotMin { // else printed as hot
-				p := insns[i-1]
-				fmt.Fprintf(&b, "    %6.2f%%  %-28s %x: %s\n", p.pct, lines[p.addr], p.addr, p.text)
-			}
-			fmt.Fprintf(&b, "  > %6.2f%%  %-28s %x: %s\n", in.pct, lines[in.addr], in.addr, in.text)
+			fmt.Fprintf(&b, "%s %6.2f%%  %-28s %x: %s\n", mark, in.pct, lines[in.addr], in.addr, in.text)
 		}
 	}
 	return b.String()
+}
+
+// hotAndBefore is the instructions to print: each with at least
+// hotspotMin, and the one before it unless already there.
+func hotAndBefore(insns []annotatedInsn) []annotatedInsn {
+	var shown []annotatedInsn
+	for i, in := range insns {
+		if in.pct < hotspotMin {
+			continue
+		}
+		if i > 0 && insns[i-1].pct < hotspotMin {
+			shown = append(shown, insns[i-1])
+		}
+		shown = append(shown, in)
+	}
+	return shown
 }
 
 // parseAnnotate reads perf annotate --stdio's instruction lines,
@@ -98,25 +111,18 @@ func parseAnnotate(out []byte) []annotatedInsn {
 	return insns
 }
 
-// sourceLines maps the hot instructions and the ones before them to
-// "file.go:line" with go tool addr2line (empty without a Go toolchain).
+// sourceLines maps the instructions' addresses to "file.go:line" with go
+// tool addr2line (empty without a Go toolchain).
 func sourceLines(binary string, insns []annotatedInsn) map[uint64]string {
 	lines := map[uint64]string{}
-	var addrs []uint64
-	for i, in := range insns {
-		if in.pct >= hotspotMin {
-			if i > 0 {
-				addrs = append(addrs, insns[i-1].addr)
-			}
-			addrs = append(addrs, in.addr)
-		}
-	}
-	if len(addrs) == 0 {
+	if len(insns) == 0 {
 		return lines
 	}
+	addrs := make([]uint64, len(insns))
 	var in bytes.Buffer
-	for _, a := range addrs {
-		fmt.Fprintf(&in, "0x%x\n", a)
+	for i, insn := range insns {
+		addrs[i] = insn.addr
+		fmt.Fprintf(&in, "0x%x\n", insn.addr)
 	}
 	cmd := exec.Command("go", "tool", "addr2line", binary)
 	cmd.Stdin = &in

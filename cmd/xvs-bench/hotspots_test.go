@@ -32,3 +32,17 @@ func TestParseAnnotate(t *testing.T) {
 		}
 	}
 }
+
+// TestHotAndBefore: a hot instruction comes with the one before it, once.
+func TestHotAndBefore(t *testing.T) {
+	got := hotAndBefore(parseAnnotate([]byte(perfAnnotate)))
+	want := []uint64{0x897827, 0x89782b, 0x897834}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want addresses %x", got, want)
+	}
+	for i, a := range want {
+		if got[i].addr != a {
+			t.Errorf("instruction %d: got %x, want %x", i, got[i].addr, a)
+		}
+	}
+}
