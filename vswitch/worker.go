@@ -125,12 +125,19 @@ func (w *worker) run(done func()) {
 			empties = 0
 			continue
 		}
-		empties++
-		if empties == 1 {
+		// The idle clock starts at the 64th empty poll in a row, not the
+		// first: under load most empty runs are a poll or two between
+		// bursts, and a clock read for each cost 1.8% of the worker
+		// (VM -> switch, 64 B). 64 polls are microseconds, against
+		// --idle-after's milliseconds.
+		if empties++; empties%64 != 0 {
+			continue
+		}
+		if empties == 64 {
 			idleSince = time.Now()
 			continue
 		}
-		if empties%64 == 0 && w.idleAfter >= 0 && time.Since(idleSince) >= w.idleAfter {
+		if w.idleAfter >= 0 && time.Since(idleSince) >= w.idleAfter {
 			w.sleep(snap)
 			empties = 0
 		}

@@ -102,7 +102,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.keepBusy, "keep-cpus-busy", true, "run a SCHED_IDLE spinner on CPUs 0 and 1 for the whole bench, so that neither vCPU halts when the threads on it block (on a virtual machine a halted vCPU is one the hypervisor may give away: steal time); the spinner runs only when nothing else on its CPU can")
 	fs.DurationVar(&o.profileDuration, "profile-duration", 5*time.Second, "-profile: the profiled run's measured window")
 	fs.StringVar(&o.profile, "profile", "", "profile xvswitch's worker with perf in one extra run per case of scenarios 1-3 and 5, writing `DIR`/profile-<scenario>-<ring>-<size>.txt")
-	fs.StringVar(&o.idleAfter, "idle-after", "", "the --idle-after of the xvswitch under test (default: xvswitch's, 10ms); 1ns: its worker sleeps in epoll after 64 empty polls, so its CPU time per frame counts work, not empty polls")
+	fs.StringVar(&o.idleAfter, "idle-after", "", "the --idle-after of the xvswitch under test (default: xvswitch's, 10ms); 1ns: its worker sleeps in epoll after 128 empty polls, so its CPU time per frame counts work, not empty polls")
 	fs.IntVar(&o.genCPU, "gen-cpu", switchCPU, "NIC -> VM: the CPU of the wire-side generator (1 shares the switch's, 0 the guest's)")
 	fs.BoolVar(&o.keep, "keep", false, "keep every run's work directory (testpmd logs); failed runs' are always kept")
 	fs.StringVar(&o.replot, "replot", "", "render the table and chart of an existing bench.json into -out, measuring nothing")
