@@ -28,7 +28,14 @@ func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 		max = virtq.MaxBurst
 	}
 	startIdx, startWrap := r.availIdx, r.availWrap
-	if !r.headAvailable() {
+	// An empty ring costs the load of the one line the driver writes
+	// next, as in DPDK's vhost, not a touch of every line a burst may
+	// read: the driver is writing those lines, each load takes a copy,
+	// and each copy is one more transfer for the driver's next store to
+	// it, so a device polling an empty ring that way slows down the
+	// guest that fills it (what sets the rate of a guest's transmit
+	// queue when the switch is the faster side).
+	if _, _, ok := r.head(); !ok {
 		return 0, nil
 	}
 	r.touchAhead(max)
@@ -42,12 +49,8 @@ func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 				break
 			}
 		}
-		off := int(r.availIdx) * descSize
-		// The acquire load of id|flags is what makes the rest of the
-		// descriptor (and the chain behind it) visible: the driver writes
-		// the head's flags last, with a barrier before.
-		w := guestmem.LoadAcquire32(r.desc, off+offIDFlags)
-		if uint16(w>>16)&(flagAvail|flagUsed) != r.availBits {
+		off, w, ok := r.head()
+		if !ok {
 			break
 		}
 		if uint16(w>>16)&(flagNext|flagIndirect) == 0 && r.popOne(b, off, w) {
@@ -70,18 +73,15 @@ func (r *Ring) Pop(b *virtq.Burst, max int) (int, error) {
 	return b.N, nil
 }
 
-// headAvailable reports whether the driver made the descriptor at the
-// ring's position available. Pop asks it before touching ahead: an empty
-// ring then costs the load of the one line the driver writes next, as
-// in DPDK's vhost, instead of a load of every line a burst may read. The
-// driver is writing those lines; each load takes a copy of one, and each
-// copy is one more transfer for the driver's next store to it, so a
-// device that polls an empty ring that way slows down the guest that
-// fills it (what sets the rate of a guest's transmit queue when the
-// switch is the faster side).
-func (r *Ring) headAvailable() bool {
-	w := guestmem.LoadAcquire32(r.desc, int(r.availIdx)*descSize+offIDFlags)
-	return uint16(w>>16)&(flagAvail|flagUsed) == r.availBits
+// head returns the byte offset and the id|flags word of the descriptor
+// at the ring's position, and whether the driver made it available in
+// the current wrap. The acquire load of id|flags is what makes the rest of
+// the descriptor (and the chain behind it) visible: the driver writes the
+// head's flags last, with a barrier before.
+func (r *Ring) head() (off int, w uint32, ok bool) {
+	off = int(r.availIdx) * descSize
+	w = guestmem.LoadAcquire32(r.desc, off+offIDFlags)
+	return off, w, uint16(w>>16)&(flagAvail|flagUsed) == r.availBits
 }
 
 // unpop forgets the chains of a failed burst, so that the ring state is
