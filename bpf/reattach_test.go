@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -87,6 +88,11 @@ func TestReattach(t *testing.T) {
 		t.Fatalf("the other program lost the hook: runs %d", attachedProg(t, l.Outer))
 	}
 	theirs.Close()
+	// The port reattaches when netlink shows the hook empty (vswitch's
+	// followXDP); wait for the same. Closing our fd need not be the last
+	// reference to their link: a child a parallel test forks holds a copy
+	// of every fd until it execs (CI once saw EBUSY here).
+	waitHookEmpty(t, l.Outer)
 	if err := l.S.Reattach(); err != nil || attachedProg(t, l.Outer) != prog {
 		t.Fatalf("Reattach once the other program left: %v, runs %d", err, attachedProg(t, l.Outer))
 	}
@@ -95,6 +101,19 @@ func TestReattach(t *testing.T) {
 	}
 	if got := attachedProg(t, l.Outer); got != 0 {
 		t.Errorf("Close left prog %d attached", got)
+	}
+}
+
+// waitHookEmpty waits until the interface runs no XDP program. The
+// deadline only bounds a test that would otherwise hang.
+func waitHookEmpty(t *testing.T, ifname string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for attachedProg(t, ifname) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still runs prog %d", ifname, attachedProg(t, ifname))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
