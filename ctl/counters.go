@@ -8,6 +8,7 @@ type QueueCounters struct {
 	RxBytes   uint64            `json:"rx_bytes"`
 	TxBytes   uint64            `json:"tx_bytes"`
 	Drops     map[string]uint64 `json:"drops"` // by reason; reasons with no drops are left out
+	Bursts
 	// FloodCopies counts the extra copies flooding made: a frame received
 	// once and flooded to k ports adds k-1. With it, across the switch,
 	// received + flood copies = transmitted + dropped.
@@ -18,6 +19,23 @@ type QueueCounters struct {
 	// copies = transmitted + dropped.
 	SegmentCopies uint64 `json:"segment_copies"`
 	PathCounters
+}
+
+// Bursts count the bursts that received (transmitted) at least one
+// frame. Packets / bursts is the average burst: near 32 (the switch's
+// largest) the switch sets the pace of the queue, well below it the
+// other side does (it had fewer frames, or fewer buffers, ready).
+type Bursts struct {
+	RxBursts uint64 `json:"rx_bursts"`
+	TxBursts uint64 `json:"tx_bursts"`
+}
+
+// PerBurst is packets / bursts, 0 when there was no burst.
+func PerBurst(packets, bursts uint64) float64 {
+	if bursts == 0 {
+		return 0
+	}
+	return float64(packets) / float64(bursts)
 }
 
 // PathCounters say which path a queue's frames took between the guest's
@@ -47,6 +65,7 @@ type PortCounters struct {
 	RxBytes   uint64            `json:"rx_bytes"`
 	TxBytes   uint64            `json:"tx_bytes"`
 	Drops     map[string]uint64 `json:"drops"`
+	Bursts
 	// FloodCopies: see QueueCounters.
 	FloodCopies uint64 `json:"flood_copies"`
 	// SegmentCopies: see QueueCounters.
@@ -72,6 +91,8 @@ func SumQueues(name string, qs []QueueCounters) PortCounters {
 		p.TxPackets += q.TxPackets
 		p.RxBytes += q.RxBytes
 		p.TxBytes += q.TxBytes
+		p.RxBursts += q.RxBursts
+		p.TxBursts += q.TxBursts
 		p.FloodCopies += q.FloodCopies
 		p.SegmentCopies += q.SegmentCopies
 		p.PathCounters.add(q.PathCounters)

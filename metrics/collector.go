@@ -25,6 +25,8 @@ var (
 	rxBytes   = queueCounter("xvswitch_rx_bytes_total", "Bytes received by a port queue.")
 	txPackets = queueCounter("xvswitch_tx_packets_total", "Frames transmitted by a port queue.")
 	txBytes   = queueCounter("xvswitch_tx_bytes_total", "Bytes transmitted by a port queue.")
+	rxBursts  = queueCounter("xvswitch_rx_bursts_total", "Bursts in which a port queue received at least one frame; rx_packets / rx_bursts is the average burst.")
+	txBursts  = queueCounter("xvswitch_tx_bursts_total", "Bursts in which a port queue transmitted at least one frame; tx_packets / tx_bursts is the average burst.")
 	flood     = queueCounter("xvswitch_flood_copies_total", "Extra copies made by flooding frames received on a port queue.")
 	segCopies = queueCounter("xvswitch_segment_copies_total", "Extra frames a port queue made by segmenting TSO frames in software (k segments of one frame add k-1).")
 	zerocopy  = queueCounter("xvswitch_zerocopy_frames_total", "Frames a port queue sent without a copy by the switch (the guest's buffer was the NIC's); not the AF_XDP bind mode.")
@@ -60,7 +62,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{buildInfo, portUp, portInfo, rxPackets, rxBytes, txPackets, txBytes, flood, segCopies, zerocopy, copied, copiedB, drops,
+	for _, d := range []*prometheus.Desc{buildInfo, portUp, portInfo, rxPackets, rxBytes, txPackets, txBytes, rxBursts, txBursts, flood, segCopies, zerocopy, copied, copiedB, drops,
 		fdbEntries, learnRefused, workerSleeps} {
 		ch <- d
 	}
@@ -100,6 +102,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(rxBytes, q.RxBytes, p.Name, queue)
 			counter(txPackets, q.TxPackets, p.Name, queue)
 			counter(txBytes, q.TxBytes, p.Name, queue)
+			counter(rxBursts, q.RxBursts, p.Name, queue)
+			counter(txBursts, q.TxBursts, p.Name, queue)
 			counter(flood, q.FloodCopies, p.Name, queue)
 			counter(segCopies, q.SegmentCopies, p.Name, queue)
 			counter(zerocopy, q.ZerocopyFrames, p.Name, queue)

@@ -37,7 +37,7 @@ func aSwitch() *fakeSource {
 		ports: []ctl.PortInfo{{Name: "nic0", Kind: "nic", State: "up", Queues: 1}, {Name: "vm1", Kind: "vhost", State: "broken", Queues: 2}},
 		stats: []ctl.PortCounters{{
 			Name:   "nic0",
-			Queues: []ctl.QueueCounters{{RxPackets: 7, RxBytes: 448, TxPackets: 5, TxBytes: 320, FloodCopies: 3}},
+			Queues: []ctl.QueueCounters{{RxPackets: 7, RxBytes: 448, TxPackets: 5, TxBytes: 320, FloodCopies: 3, Bursts: ctl.Bursts{RxBursts: 2, TxBursts: 4}}},
 			Kernel: map[string]uint64{"xdp_redirected": 9, "xdp_host_nd_passed": 4, "af_xdp_rx_dropped": 1, "af_xdp_rx_ring_full": 11,
 				"af_xdp_rx_fill_ring_empty": 12, "af_xdp_rx_invalid_descs": 13, "af_xdp_tx_invalid_descs": 14,
 				"link_down_events": 2, "recovery_errors": 6, "csum_completed": 15, "af_packet_dropped": 16, "owner_rx_discarded": 17},
@@ -93,6 +93,8 @@ var xvswitchFamilies = map[string]family{
 	"xvswitch_rx_bytes_total":                 {counter, []string{"port", "queue"}},
 	"xvswitch_tx_packets_total":               {counter, []string{"port", "queue"}},
 	"xvswitch_tx_bytes_total":                 {counter, []string{"port", "queue"}},
+	"xvswitch_rx_bursts_total":                {counter, []string{"port", "queue"}},
+	"xvswitch_tx_bursts_total":                {counter, []string{"port", "queue"}},
 	"xvswitch_flood_copies_total":             {counter, []string{"port", "queue"}},
 	"xvswitch_segment_copies_total":           {counter, []string{"port", "queue"}},
 	"xvswitch_zerocopy_frames_total":          {counter, []string{"port", "queue"}},
@@ -202,6 +204,8 @@ func TestScrape(t *testing.T) {
 		{"xvswitch_tx_packets_total", []string{"port", "nic0", "queue", "0"}, 5},
 		{"xvswitch_tx_bytes_total", []string{"port", "nic0", "queue", "0"}, 320},
 		{"xvswitch_flood_copies_total", []string{"port", "nic0", "queue", "0"}, 3},
+		{"xvswitch_rx_bursts_total", []string{"port", "nic0", "queue", "0"}, 2},
+		{"xvswitch_tx_bursts_total", []string{"port", "nic0", "queue", "0"}, 4},
 		{"xvswitch_tx_packets_total", []string{"port", "vm1", "queue", "1"}, 1},
 		// Every reason has a series, zeros included.
 		{"xvswitch_drops_total", []string{"port", "vm1", "queue", "1", "reason", "tx_full"}, 2},

@@ -1,7 +1,8 @@
 package vswitch
 
 // Counts is a worker's tally of one burst on one queue, flushed into the
-// queue's QueueStats with one atomic add per non-zero field. An ingress
+// queue's QueueStats with one atomic add per non-zero field (and one for
+// the burst itself when it counted a frame). An ingress
 // queue counts frames received (and those it rejected, also as drops), an
 // egress queue frames transmitted and dropped.
 type Counts struct {
@@ -56,6 +57,7 @@ func (c *Counts) flushIngress(q *QueueStats) {
 	if c.packets > 0 {
 		q.RxPackets.Add(c.packets)
 		q.RxBytes.Add(c.bytes)
+		q.RxBursts.Add(1)
 	}
 	if c.floodCopies > 0 {
 		q.FloodCopies.Add(c.floodCopies)
@@ -69,6 +71,7 @@ func (c *Counts) flushEgress(q *QueueStats) {
 	if c.packets > 0 {
 		q.TxPackets.Add(c.packets)
 		q.TxBytes.Add(c.bytes)
+		q.TxBursts.Add(1)
 	}
 	if c.copied > 0 {
 		q.CopiedFrames.Add(c.copied)

@@ -13,6 +13,13 @@ import (
 type QueueStats struct {
 	RxPackets, RxBytes atomic.Uint64
 	TxPackets, TxBytes atomic.Uint64
+	// RxBursts and TxBursts count the bursts that received (transmitted)
+	// at least one frame: packets / bursts is the average burst, the
+	// switch's frames per poll (VPP's vectors per call). Near MaxBurst the
+	// switch sets the pace of that queue; well below it, the other side
+	// does (the guest or the NIC gives it fewer frames, or fewer buffers,
+	// than it could take).
+	RxBursts, TxBursts atomic.Uint64
 	Drops              [NumDrops]atomic.Uint64
 	// FloodCopies counts the extra copies flooding made: a frame received
 	// once and flooded to k ports adds k-1. With it, across the switch,
@@ -34,6 +41,7 @@ func (q *QueueStats) snapshot(queue int) ctl.QueueCounters {
 		Queue:     queue,
 		RxPackets: q.RxPackets.Load(), RxBytes: q.RxBytes.Load(),
 		TxPackets: q.TxPackets.Load(), TxBytes: q.TxBytes.Load(),
+		Bursts:        ctl.Bursts{RxBursts: q.RxBursts.Load(), TxBursts: q.TxBursts.Load()},
 		Drops:         map[string]uint64{},
 		FloodCopies:   q.FloodCopies.Load(),
 		SegmentCopies: q.SegmentCopies.Load(),

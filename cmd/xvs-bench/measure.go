@@ -383,6 +383,9 @@ func (r Run) brief(kind string) string {
 	if p := r.Placement; p != nil && p.RuntimeOffWorkerCPU != nil {
 		s += fmt.Sprintf("; runtime off worker CPU: %v (%.3f s CPU)", *p.RuntimeOffWorkerCPU, p.runtimeCPUSeconds())
 	}
+	if pb := r.PathWindow.perBurst(); pb != "" {
+		s += "; frames per burst: " + pb
+	}
 	if r.Profile != nil {
 		if r.Profile.Error != "" {
 			s += "; profile: " + r.Profile.Error

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,12 +82,15 @@ func waitOwnSockets(t *runT, d *xvsDaemon) {
 // PortPath is one port's counters that say which path its frames took:
 // the switch's path counters (ctl.PathCounters: frames sent without a
 // copy by the switch, frames and bytes it copied), its queues' rx and tx
-// (which NIC queue frames arrived on), and the kernel's counters of the
+// (which NIC queue frames arrived on) and the bursts that carried them
+// (frames per burst: who set the pace), and the kernel's counters of the
 // port (a NIC's XDP verdicts and AF_XDP socket statistics).
 type PortPath struct {
 	ctl.PathCounters
 	RxQueues []uint64          `json:"rx_packets_by_queue,omitempty"`
 	TxQueues []uint64          `json:"tx_packets_by_queue,omitempty"`
+	RxBursts []uint64          `json:"rx_bursts_by_queue,omitempty"`
+	TxBursts []uint64          `json:"tx_bursts_by_queue,omitempty"`
 	Kernel   map[string]uint64 `json:"kernel,omitempty"`
 }
 
@@ -103,6 +109,8 @@ func (d *xvsDaemon) paths() (Paths, error) {
 		for _, q := range p.Queues {
 			pp.RxQueues = append(pp.RxQueues, q.RxPackets)
 			pp.TxQueues = append(pp.TxQueues, q.TxPackets)
+			pp.RxBursts = append(pp.RxBursts, q.RxBursts)
+			pp.TxBursts = append(pp.TxBursts, q.TxBursts)
 		}
 		out[p.Name] = pp
 	}
@@ -123,6 +131,8 @@ func (p Paths) since(before Paths) Paths {
 		}}
 		w.RxQueues = deltas(e.RxQueues, b.RxQueues)
 		w.TxQueues = deltas(e.TxQueues, b.TxQueues)
+		w.RxBursts = deltas(e.RxBursts, b.RxBursts)
+		w.TxBursts = deltas(e.TxBursts, b.TxBursts)
 		for k, v := range e.Kernel {
 			if n := delta(v, b.Kernel[k]); n > 0 {
 				if w.Kernel == nil {
@@ -153,4 +163,33 @@ func deltas(now, before []uint64) []uint64 {
 		out = append(out, delta(v, b))
 	}
 	return out
+}
+
+// perBurst is each port's average burst in the window, the ports that
+// moved frames in name order: "vu0 rx 31.8 tx 12.0". Near 32 the switch
+// set the pace of that queue; well below it the other side did.
+func (p Paths) perBurst() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(p)) {
+		e := p[name]
+		s := ""
+		if rx, b := sum(e.RxQueues), sum(e.RxBursts); b > 0 {
+			s += fmt.Sprintf(" rx %.1f", ctl.PerBurst(rx, b))
+		}
+		if tx, b := sum(e.TxQueues), sum(e.TxBursts); b > 0 {
+			s += fmt.Sprintf(" tx %.1f", ctl.PerBurst(tx, b))
+		}
+		if s != "" {
+			parts = append(parts, name+s)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sum(v []uint64) uint64 {
+	var n uint64
+	for _, x := range v {
+		n += x
+	}
+	return n
 }

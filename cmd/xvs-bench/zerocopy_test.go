@@ -120,3 +120,17 @@ func TestZerocopyReport(t *testing.T) {
 		t.Errorf("bench.json round trip: %+v", br)
 	}
 }
+
+// TestPerBurst: the window's frames per burst, per port and direction,
+// over all queues; a port or direction without bursts is left out.
+func TestPerBurst(t *testing.T) {
+	now := Paths{
+		"vu0":  {RxQueues: []uint64{640}, RxBursts: []uint64{20}, TxQueues: []uint64{100, 50}, TxBursts: []uint64{10, 40}},
+		"gen0": {RxQueues: []uint64{64}, RxBursts: []uint64{2}},
+		"idle": {RxQueues: []uint64{0}, RxBursts: []uint64{0}},
+	}
+	before := Paths{"vu0": {RxQueues: []uint64{0}, RxBursts: []uint64{0}, TxQueues: []uint64{10, 0}, TxBursts: []uint64{5, 0}}}
+	if got, want := now.since(before).perBurst(), "gen0 rx 32.0, vu0 rx 32.0 tx 3.1"; got != want {
+		t.Errorf("perBurst %q, want %q", got, want)
+	}
+}

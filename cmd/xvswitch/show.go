@@ -130,6 +130,11 @@ func printShow(w io.Writer, what string, resp ctl.Response, asJSON bool) error {
 				// The switch's copies by path; not the AF_XDP bind mode.
 				fmt.Fprintf(tw, "\tpath\t\t\t\t\t\tzerocopy_frames=%d copied_frames=%d copied_bytes=%d\n", pc.ZerocopyFrames, pc.CopiedFrames, pc.CopiedBytes)
 			}
+			if b := p.Bursts; b != (ctl.Bursts{}) {
+				// Frames per burst: near 32 the switch sets the
+				// pace, well below it the other side does.
+				fmt.Fprintf(tw, "\tbursts\t\t\t\t\t\t%s\n", perBurst(p.RxPackets, p.TxPackets, b))
+			}
 			if p.LearnRefused > 0 {
 				// Not drops: the frames went on, their sources unlearned.
 				fmt.Fprintf(tw, "\tfdb\t\t\t\t\t\tlearn_refused=%d\n", p.LearnRefused)
@@ -181,4 +186,11 @@ func drops(m map[string]uint64) string {
 		return "0"
 	}
 	return b.String()
+}
+
+// perBurst says how many bursts moved frames each way and their average
+// size.
+func perBurst(rx, tx uint64, b ctl.Bursts) string {
+	return fmt.Sprintf("rx_bursts=%d (%.1f frames each) tx_bursts=%d (%.1f frames each)",
+		b.RxBursts, ctl.PerBurst(rx, b.RxBursts), b.TxBursts, ctl.PerBurst(tx, b.TxBursts))
 }

@@ -60,6 +60,10 @@ func TestShowStatsFloodCopies(t *testing.T) {
 			t.Errorf("line %d: %q, want fields %q", i, l, want[i])
 		}
 	}
+	// No bursts counted, no bursts line.
+	if strings.Contains(b.String(), "bursts") {
+		t.Errorf("a bursts line without bursts:\n%s", b.String())
+	}
 	// The kernel's counters sit in the DROPS column, as the drops do.
 	if col := strings.Index(lines[0], "DROPS"); strings.Index(lines[2], "xdp_redirect") != col || strings.Index(lines[1], "tx_full") != col {
 		t.Errorf("columns misaligned:\n%s", b.String())
@@ -167,5 +171,21 @@ func TestShowWorkersAndClearDaemon(t *testing.T) {
 	}
 	if out := d.cli(t, "show", "stats"); !strings.Contains(out, "FLOOD") {
 		t.Fatalf("show stats:\n%s", out)
+	}
+}
+
+// TestShowStatsBursts: a port's bursts are printed under it with the
+// frames per burst they mean, which tell who set the pace.
+func TestShowStatsBursts(t *testing.T) {
+	resp := ctl.Response{Stats: []ctl.PortCounters{{
+		Name: "vm1", RxPackets: 640, TxPackets: 90, Bursts: ctl.Bursts{RxBursts: 20, TxBursts: 30},
+	}}}
+	var b strings.Builder
+	if err := printShow(&b, "stats", resp, false); err != nil {
+		t.Fatal(err)
+	}
+	want := "rx_bursts=20 (32.0 frames each) tx_bursts=30 (3.0 frames each)"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("want %q in\n%s", want, b.String())
 	}
 }
