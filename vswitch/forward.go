@@ -75,8 +75,14 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		w.tv.reset()
 	}
 	fr := w.fb.table() // the frames are read where the ingress queue put them
-	w.touchFrames(fr, n)
-	for i := 0; i < n; i++ {
+	classify := n      // the frames the loop below reads and classifies
+	if peer >= 0 && srcCheck == 0 {
+		masks[peer] = crossConnect(fr, n, rc) // crossconnect.go
+		classify = 0
+	} else {
+		w.touchFrames(fr, n)
+	}
+	for i := 0; i < classify; i++ {
 		segs, ln := fr.Segments(i), fr.FrameLen(i)
 		rc.packets++
 		rc.bytes += uint64(ln)

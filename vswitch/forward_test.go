@@ -277,3 +277,25 @@ func TestBurstsCounted(t *testing.T) {
 		t.Errorf("e: %.1f frames per burst, want 20", pb)
 	}
 }
+
+// TestCrossConnectRunts: a cross-connect without port security reads no
+// frame, but a runt still counts as malformed at its ingress, and the
+// frames around it go on as they came.
+func TestCrossConnectRunts(t *testing.T) {
+	s := startTestSwitch(t, Config{Workers: 1, XConnects: []portspec.XConnect{{A: "d", B: "e"}},
+		NICs: []portspec.NIC{{Name: "d"}}, Vhosts: []portspec.Vhost{{Name: "e"}}})
+	d, e := newFakePort(), newFakePort()
+	s.addPort("d", d, 0)
+	s.addPort("e", e, 0)
+	first, last := ethFrame(0x0200_0000_0002, 0x0200_0000_0001, "first"), ethFrame(bcast, 0x0200_0000_0003, "last")
+	d.put(first, make([]byte, ethHeaderLen-1), last)
+	waitFor(t, "two frames across", func() bool { return len(e.frames()) == 2 })
+	balance(t, s)
+	if got := e.frames(); !bytes.Equal(got[0], first) || !bytes.Equal(got[1], last) {
+		t.Errorf("e got %x", got)
+	}
+	st := s.Stats()
+	if st[0].RxPackets != 3 || st[0].RxBytes != uint64(len(first)+ethHeaderLen-1+len(last)) || st[0].Drops["malformed"] != 1 || st[1].TxPackets != 2 {
+		t.Errorf("counters: %+v", st)
+	}
+}
