@@ -189,6 +189,7 @@ func (r *Report) markdown() string {
 		}
 	}
 	b.WriteString(r.zerocopySection())
+	b.WriteString(r.burstSection())
 	b.WriteString(r.placementSection())
 	b.WriteString(r.hostStateSection())
 	b.WriteString(r.stealSection())

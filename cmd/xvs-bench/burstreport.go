@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/xvswitch/xvswitch/ctl"
+)
+
+// This file renders bench.md's table of xvswitch's frames per burst: for
+// each rate case, each port's and direction's average burst in the
+// measured windows (its queues' packets over their bursts, from the path
+// counters), the median over xvswitch's runs and their range. A queue
+// whose bursts are near 32 frames (the switch's largest) had more waiting
+// than the switch took: the switch set the rate. Well below 32, the other
+// side did: the guest or the generator had fewer frames ready, or the
+// guest fewer buffers, than the switch could have moved.
+
+// burstSection is the table, or "" when no run has burst counts.
+func (r *Report) burstSection() string {
+	var rows []string
+	for _, res := range r.Results {
+		if res.Kind != kindRate {
+			continue
+		}
+		per := map[string][]float64{} // "vu0 rx" -> each run's frames per burst
+		for _, run := range res.Runs {
+			if run.System != sysXvswitch || run.Error != "" || run.Profiled {
+				continue
+			}
+			for name, p := range run.PathWindow {
+				if b := sum(p.RxBursts); b > 0 {
+					per[name+" rx"] = append(per[name+" rx"], ctl.PerBurst(sum(p.RxQueues), b))
+				}
+				if b := sum(p.TxBursts); b > 0 {
+					per[name+" tx"] = append(per[name+" tx"], ctl.PerBurst(sum(p.TxQueues), b))
+				}
+			}
+		}
+		if len(per) == 0 {
+			continue
+		}
+		var cells []string
+		for _, k := range slices.Sorted(maps.Keys(per)) {
+			v := per[k]
+			cells = append(cells, fmt.Sprintf("%s **%.1f** (%.1f-%.1f)", k, median(v), slices.Min(v), slices.Max(v)))
+		}
+		title := res.Title
+		if res.Mode != "" {
+			title += " (" + res.Mode + ")"
+		}
+		rows = append(rows, fmt.Sprintf("| %d | %s | %d | %s | %s |\n", res.Scenario, title, res.Size, res.Ring, strings.Join(cells, ", ")))
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## Who set the rate: xvswitch's frames per burst\n\n")
+	b.WriteString("Each port's average burst in the measured windows, per direction (rx: frames the switch took from it; tx: frames it gave it), over xvswitch's runs: median (lowest-highest). Near 32, the switch's largest burst, there was more waiting than the switch took each time: the switch's cost per frame set the rate. Well below 32 the other side set it: the guest (or generator) had fewer frames ready, or the guest fewer buffers posted, than the switch could have moved. DPDK's side has no such count; its window drops say when its switch outran the guest (frames it had and the guest had no buffer for).\n\n")
+	b.WriteString("| # | Scenario | Frame | Ring | frames per burst |\n|---|---|---|---|---|\n")
+	for _, row := range rows {
+		b.WriteString(row)
+	}
+	return b.String()
+}
