@@ -165,3 +165,13 @@ func BenchmarkFDBLookupHit(b *testing.B) {
 		_ = f.Lookup(k)
 	}
 }
+
+// TestHeaderKeys: an Ethernet header's keys are MACKey's of its two MACs,
+// whatever the bytes after them.
+func TestHeaderKeys(t *testing.T) {
+	h := []byte{0x02, 0x11, 0x22, 0x33, 0x44, 0x55, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x81, 0x00, 0xff}
+	src, dst := headerKeys(h[:14])
+	if src != MACKey(h[6:12]) || dst != MACKey(h[0:6]) || src != 0xfedcba987654 || dst != 0x021122334455 {
+		t.Errorf("headerKeys: src %012x dst %012x", src, dst)
+	}
+}

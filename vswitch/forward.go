@@ -94,7 +94,7 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		}
 		// Port security before anything else, cross-connects included: a
 		// guest with a configured MAC sends only from it.
-		sk, dk := MACKey(h[6:12]), MACKey(h[0:6])
+		sk, dk := headerKeys(h)
 		if (sk^ownMAC)&srcCheck != 0 {
 			rc.Drop(DropSpoofed)
 			continue
