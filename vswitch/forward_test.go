@@ -252,11 +252,7 @@ func BenchmarkForwardBurst32(b *testing.B) {
 // in and out; a runt alone is a burst in (received, then dropped) and
 // none out; the empty polls in between count nothing.
 func TestBurstsCounted(t *testing.T) {
-	s := startTestSwitch(t, Config{Workers: 1, XConnects: []portspec.XConnect{{A: "d", B: "e"}},
-		NICs: []portspec.NIC{{Name: "d"}}, Vhosts: []portspec.Vhost{{Name: "e"}}})
-	d, e := newFakePort(), newFakePort()
-	s.addPort("d", d, 0)
-	s.addPort("e", e, 0)
+	s, d, e := crossConnected(t)
 	var frames [][]byte
 	for range 40 {
 		frames = append(frames, ethFrame(bcast, 0x0200_0000_0001, "x"))
@@ -282,11 +278,7 @@ func TestBurstsCounted(t *testing.T) {
 // frame, but a runt still counts as malformed at its ingress, and the
 // frames around it go on as they came.
 func TestCrossConnectRunts(t *testing.T) {
-	s := startTestSwitch(t, Config{Workers: 1, XConnects: []portspec.XConnect{{A: "d", B: "e"}},
-		NICs: []portspec.NIC{{Name: "d"}}, Vhosts: []portspec.Vhost{{Name: "e"}}})
-	d, e := newFakePort(), newFakePort()
-	s.addPort("d", d, 0)
-	s.addPort("e", e, 0)
+	s, d, e := crossConnected(t)
 	first, last := ethFrame(0x0200_0000_0002, 0x0200_0000_0001, "first"), ethFrame(bcast, 0x0200_0000_0003, "last")
 	d.put(first, make([]byte, ethHeaderLen-1), last)
 	waitFor(t, "two frames across", func() bool { return len(e.frames()) == 2 })
@@ -298,4 +290,16 @@ func TestCrossConnectRunts(t *testing.T) {
 	if st[0].RxPackets != 3 || st[0].RxBytes != uint64(len(first)+ethHeaderLen-1+len(last)) || st[0].Drops["malformed"] != 1 || st[1].TxPackets != 2 {
 		t.Errorf("counters: %+v", st)
 	}
+}
+
+// crossConnected is a one-worker switch whose fake ports d and e are
+// cross-connected, neither with port security.
+func crossConnected(t *testing.T) (*Switch, *fakePort, *fakePort) {
+	t.Helper()
+	s := startTestSwitch(t, Config{Workers: 1, XConnects: []portspec.XConnect{{A: "d", B: "e"}},
+		NICs: []portspec.NIC{{Name: "d"}}, Vhosts: []portspec.Vhost{{Name: "e"}}})
+	d, e := newFakePort(), newFakePort()
+	s.addPort("d", d, 0)
+	s.addPort("e", e, 0)
+	return s, d, e
 }
