@@ -7,8 +7,8 @@ import (
 	"github.com/xvswitch/xvswitch/ctl"
 )
 
-// TestClearStats: clear-stats zeroes every queue's counters, flood copies
-// and refused learning included, and counting goes on from zero.
+// TestClearStats: clear-stats zeroes every queue's counters, bursts,
+// flood copies and refused learning included, and counting goes on from zero.
 func TestClearStats(t *testing.T) {
 	s := startTestSwitch(t, Config{Workers: 1})
 	a, b, c := newFakePort(), newFakePort(), newFakePort()
@@ -22,7 +22,7 @@ func TestClearStats(t *testing.T) {
 	waitFor(t, "flood", func() bool { return len(b.frames()) == 2 && len(c.frames()) == 2 })
 	balance(t, s)
 	st := s.Stats()
-	if st[0].RxPackets != 3 || st[0].FloodCopies != 2 || st[0].LearnRefused != 1 || st[0].Drops["malformed"] != 1 {
+	if st[0].RxPackets != 3 || st[0].RxBursts == 0 || st[1].TxBursts == 0 || st[0].FloodCopies != 2 || st[0].LearnRefused != 1 || st[0].Drops["malformed"] != 1 {
 		t.Fatalf("before clear: %+v", st[0])
 	}
 	resp := s.Handle(ctl.Request{Op: ctl.OpClearStats})
@@ -30,7 +30,7 @@ func TestClearStats(t *testing.T) {
 		t.Fatal(resp.Error)
 	}
 	for _, p := range s.Stats() {
-		if p.RxPackets|p.TxPackets|p.RxBytes|p.TxBytes|p.FloodCopies|p.LearnRefused != 0 || len(p.Drops) != 0 {
+		if p.RxPackets|p.TxPackets|p.RxBytes|p.TxBytes|p.RxBursts|p.TxBursts|p.FloodCopies|p.LearnRefused != 0 || len(p.Drops) != 0 {
 			t.Errorf("after clear: %+v", p)
 		}
 	}
