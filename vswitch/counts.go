@@ -2,9 +2,9 @@ package vswitch
 
 // Counts is a worker's tally of one burst on one queue, flushed into the
 // queue's QueueStats with one atomic add per non-zero field (and one for
-// the burst itself when it counted a frame). An ingress
-// queue counts frames received (and those it rejected, also as drops), an
-// egress queue frames transmitted and dropped.
+// the burst itself when it counted a frame). An ingress queue counts
+// frames received (and those it rejected, also as drops), an egress queue
+// frames transmitted and dropped.
 type Counts struct {
 	packets, bytes uint64
 	floodCopies    uint64

@@ -125,7 +125,8 @@ func flowHash(f Frame, scratch []byte) uint32 {
 	if !ok {
 		return 0
 	}
-	x := MACKey(h[0:6])<<16 ^ MACKey(h[6:12])
+	src, dst := headerKeys(h)
+	x := dst<<16 ^ src
 	if len(f.segs) > 0 {
 		x ^= l34Key(f.segs[0])
 	}

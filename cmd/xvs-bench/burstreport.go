@@ -31,11 +31,8 @@ func (r *Report) burstSection() string {
 				continue
 			}
 			for name, p := range run.PathWindow {
-				if b := sum(p.RxBursts); b > 0 {
-					per[name+" rx"] = append(per[name+" rx"], ctl.PerBurst(sum(p.RxQueues), b))
-				}
-				if b := sum(p.TxBursts); b > 0 {
-					per[name+" tx"] = append(per[name+" tx"], ctl.PerBurst(sum(p.TxQueues), b))
+				for _, d := range p.perBurst() {
+					per[name+" "+d.dir] = append(per[name+" "+d.dir], d.frames)
 				}
 			}
 		}
@@ -64,4 +61,47 @@ func (r *Report) burstSection() string {
 		b.WriteString(row)
 	}
 	return b.String()
+}
+
+// dirBurst is one direction's average burst: "rx" or "tx", frames.
+type dirBurst struct {
+	dir    string
+	frames float64
+}
+
+// perBurst is the port's average burst over all its queues, rx then tx,
+// each direction that had a burst.
+func (p PortPath) perBurst() []dirBurst {
+	var out []dirBurst
+	if b := sum(p.RxBursts); b > 0 {
+		out = append(out, dirBurst{"rx", ctl.PerBurst(sum(p.RxQueues), b)})
+	}
+	if b := sum(p.TxBursts); b > 0 {
+		out = append(out, dirBurst{"tx", ctl.PerBurst(sum(p.TxQueues), b)})
+	}
+	return out
+}
+
+// perBurst is each port's average burst in the window, the ports that
+// moved frames in name order: "vu0 rx 31.8 tx 12.0" (a run's log line).
+func (p Paths) perBurst() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(p)) {
+		s := name
+		for _, d := range p[name].perBurst() {
+			s += fmt.Sprintf(" %s %.1f", d.dir, d.frames)
+		}
+		if s != name {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sum(v []uint64) uint64 {
+	var n uint64
+	for _, x := range v {
+		n += x
+	}
+	return n
 }

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -163,33 +160,4 @@ func deltas(now, before []uint64) []uint64 {
 		out = append(out, delta(v, b))
 	}
 	return out
-}
-
-// perBurst is each port's average burst in the window, the ports that
-// moved frames in name order: "vu0 rx 31.8 tx 12.0". Near 32 the switch
-// set the pace of that queue; well below it the other side did.
-func (p Paths) perBurst() string {
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(p)) {
-		e := p[name]
-		s := ""
-		if rx, b := sum(e.RxQueues), sum(e.RxBursts); b > 0 {
-			s += fmt.Sprintf(" rx %.1f", ctl.PerBurst(rx, b))
-		}
-		if tx, b := sum(e.TxQueues), sum(e.TxBursts); b > 0 {
-			s += fmt.Sprintf(" tx %.1f", ctl.PerBurst(tx, b))
-		}
-		if s != "" {
-			parts = append(parts, name+s)
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func sum(v []uint64) uint64 {
-	var n uint64
-	for _, x := range v {
-		n += x
-	}
-	return n
 }
