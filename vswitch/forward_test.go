@@ -282,6 +282,9 @@ func TestCrossConnectRunts(t *testing.T) {
 	first, last := ethFrame(0x0200_0000_0002, 0x0200_0000_0001, "first"), ethFrame(bcast, 0x0200_0000_0003, "last")
 	d.put(first, make([]byte, ethHeaderLen-1), last)
 	waitFor(t, "two frames across", func() bool { return len(e.frames()) == 2 })
+	// A burst's counters are flushed after its frames reach the partner:
+	// wait for its ingress flush (the runt's drop), the last one.
+	waitFor(t, "the runt counted", func() bool { return s.Stats()[0].Drops["malformed"] == 1 })
 	balance(t, s)
 	if got := e.frames(); !bytes.Equal(got[0], first) || !bytes.Equal(got[1], last) {
 		t.Errorf("e got %x", got)
