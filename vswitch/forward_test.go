@@ -33,7 +33,11 @@ func startTestSwitch(t *testing.T, cfg Config) *Switch {
 	s.startWorkers()
 	ctx, cancel := context.WithCancel(context.Background())
 	go s.housekeep(ctx)
+	// As Run ends: the ports go first, so a test leaves no listener,
+	// eventfd or socket behind to open and close fds under the next
+	// test's leak checks.
 	t.Cleanup(func() {
+		s.removeAll()
 		cancel()
 		s.stopWorkers()
 	})

@@ -55,9 +55,7 @@ func TestVhostMemoryTableOverLimit(t *testing.T) {
 	_ = unix.Close(fd)
 	hostile.fe.Reconnect()
 	waitFor(t, "the hostile port ready again", func() bool { return portState(s, "hostile") == "ready" })
-	if now := openFDs(t); now != fds {
-		t.Errorf("fds %d -> %d across the refused table", fds, now)
-	}
+	checkFDs(t, fds, "across the refused table")
 	exchange(t, a, hostile, 8)
 	balance(t, s)
 }

@@ -1,6 +1,7 @@
 package vswitch
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"testing"
@@ -87,9 +88,7 @@ func TestNICDeletedAndRecreated(t *testing.T) {
 		if got := l.s.byName[b].idx; got != idx {
 			t.Errorf("cycle %d: port index %d, was %d", cycle, got, idx)
 		}
-		if n := openFDs(t); n != fds {
-			t.Errorf("cycle %d: fds %d -> %d", cycle, fds, n)
-		}
+		checkFDs(t, fds, fmt.Sprintf("in cycle %d", cycle))
 	}
 	if grown := rssKiB(t) - rss; grown > umemKiB*2/3 {
 		t.Errorf("RSS grew by %d KiB over two cycles", grown)

@@ -47,9 +47,7 @@ func TestNICLinkDownUp(t *testing.T) {
 	}
 	checkPins(t, b)
 	balance(t, l.s)
-	if n := openFDs(t); n != fds {
-		t.Errorf("fds %d -> %d across link flaps", fds, n)
-	}
+	checkFDs(t, fds, "across link flaps")
 	l.closeAndCheck(t)
 }
 

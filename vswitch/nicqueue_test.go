@@ -134,7 +134,5 @@ func TestNICTransmitDeadSocket(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Logf("Close after the interface went: %v", err)
 	}
-	if n := openFDs(t); n != fds {
-		t.Errorf("fds %d -> %d", fds, n)
-	}
+	checkFDs(t, fds, "across the port's life")
 }

@@ -42,9 +42,7 @@ func TestNICXDPDetached(t *testing.T) {
 		l.wantKernel(t, b, map[string]uint64{"xdp_detached_events": uint64(i), "xdp_reattached": uint64(i)})
 		l.waitState(t, b, "up")
 	}
-	if n := openFDs(t); n != fds {
-		t.Errorf("fds %d -> %d across re-attaching", fds, n)
-	}
+	checkFDs(t, fds, "across re-attaching")
 	balance(t, l.s)
 	l.closeAndCheck(t)
 }
