@@ -51,6 +51,15 @@ const guestConfig = "DPDK testpmd with net_virtio_user: mrg_rxbuf=1, in_order=0,
 	"DPDK switch: testpmd with net_vhost (and net_af_xdp on the veth), --rxd/--txd 1024; " +
 	"xvswitch: one worker, default --idle-after; NIC: veth (AF_XDP copy mode), MTU 1600"
 
+// memoryNote says what pages the testpmds' memory (the guests' memory,
+// which the switches map) is made of.
+func memoryNote(hugeDir string) string {
+	if hugeDir == "" {
+		return "; testpmd memory (the guests' memory too): 4 KiB pages (--no-huge)"
+	}
+	return "; testpmd memory (the guests' memory too): 2 MiB hugepages from " + hugeDir + " (-huge-dir)"
+}
+
 func newReport(o options) *Report {
 	r := &Report{
 		Date:           time.Now().UTC().Format("2006-01-02 15:04 MST"),
@@ -70,6 +79,7 @@ func newReport(o options) *Report {
 	if o.idleAfter != "" {
 		r.Guest = strings.Replace(r.Guest, "default --idle-after", "--idle-after "+o.idleAfter, 1)
 	}
+	r.Guest += memoryNote(o.hugeDir)
 	return r
 }
 

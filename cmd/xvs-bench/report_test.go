@@ -145,3 +145,22 @@ func TestProcReadings(t *testing.T) {
 		t.Errorf("peakRSSMiB: %v %v", rss, err)
 	}
 }
+
+// The report says what pages the guests' memory is made of.
+func TestReportSaysMemoryPages(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "4 KiB pages (--no-huge)"},
+		{[]string{"-huge-dir", "/dev/hugepages"}, "2 MiB hugepages from /dev/hugepages"},
+	} {
+		o, err := parseFlags(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := newReport(o); !strings.Contains(r.Guest, tc.want) {
+			t.Errorf("%v: guest_config %q lacks %q", tc.args, r.Guest, tc.want)
+		}
+	}
+}

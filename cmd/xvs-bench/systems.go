@@ -186,7 +186,7 @@ const guestRingPosted = 4096
 func (b *bench) startGuest(t *runT, ports []testpmd.Port, mode string, size, rxd int, peers map[int]string) *testpmd.Process {
 	return testpmd.Start(t, testpmd.Config{
 		Name: "guest", Ports: ports, Mode: mode, FrameSize: size, EthPeers: peers,
-		MainCPU: guestCPU, FwdCPUs: []int{guestCPU}, RxD: rxd,
+		MainCPU: guestCPU, FwdCPUs: []int{guestCPU}, RxD: rxd, HugeDir: b.opt.hugeDir,
 		Interactive: true, StatsPeriod: time.Hour, // statistics only when asked
 	})
 }
@@ -196,7 +196,7 @@ func (b *bench) startDPDKSwitch(t *runT, ports []testpmd.Port, mode string, size
 	return testpmd.Start(t, testpmd.Config{
 		Name: "dpdk-switch", Ports: ports, Mode: mode, FrameSize: size,
 		MainCPU: switchCPU, FwdCPUs: []int{switchCPU},
-		RxD: 1024, TxD: 1024,
+		RxD: 1024, TxD: 1024, HugeDir: b.opt.hugeDir,
 		Interactive: true, StatsPeriod: time.Hour,
 	})
 }

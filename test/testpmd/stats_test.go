@@ -132,6 +132,16 @@ func TestTestpmdArgs(t *testing.T) {
 		t.Errorf("interactive testpmd got --stats-period: %s", s)
 	}
 
+	// Hugepages in place of --no-huge, one file per memory list.
+	cfg.HugeDir = "/dev/hugepages"
+	if args, err = cfg.args("/pmds", "xvsp"); err != nil {
+		t.Fatal(err)
+	}
+	if s, want := strings.Join(args, " "), "-d /pmds --huge-dir /dev/hugepages --single-file-segments -m 256 --no-pci"; !strings.Contains(s, want) || strings.Contains(s, "--no-huge") {
+		t.Errorf("args with HugeDir lack %q or keep --no-huge:\n%s", want, s)
+	}
+	cfg.HugeDir = ""
+
 	// Big rings get a pool that can fill them, and the memory for it.
 	big := Config{Ports: []Port{
 		{Kind: VirtioUser, Path: "/a", Queues: 2, QueueSize: 4096},

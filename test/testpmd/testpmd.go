@@ -156,6 +156,12 @@ type Config struct {
 	// needs it). virtio-user shares it whole with the back-end as guest
 	// memory; 1024 makes startup ~1 s slower.
 	MemoryMB int
+	// HugeDir, if set, is a hugetlbfs mount: EAL memory comes from 2 MiB
+	// pages there (one file per memory list, --single-file-segments, so
+	// that virtio-user shares it as a few regions) instead of --no-huge's
+	// 4 KiB pages. As a QEMU guest's memory is when it is backed by
+	// hugepages, the usual setup for vhost-user.
+	HugeDir string
 	// Mbufs is --total-num-mbufs. DPDK's default fails without hugepages;
 	// ours is 16384, or twice what the rings can hold when that is more
 	// (every RX ring slot holds an mbuf: big queue_size or --rxd with
@@ -307,12 +313,17 @@ func (c *Config) args(pmdDir, prefix string) ([]string, error) {
 	for i, cpu := range c.FwdCPUs {
 		lcores = append(lcores, fmt.Sprintf("%d@%d", i+1, cpu))
 	}
-	a := []string{
-		"-d", pmdDir,
-		"--no-huge", "-m", strconv.Itoa(c.MemoryMB), "--no-pci",
-		"--file-prefix=" + prefix,
-		"--lcores=" + strings.Join(lcores, ","),
+	mem := []string{"--no-huge"}
+	if c.HugeDir != "" {
+		mem = []string{"--huge-dir", c.HugeDir, "--single-file-segments"}
 	}
+	a := []string{"-d", pmdDir}
+	a = append(a, mem...)
+	a = append(a,
+		"-m", strconv.Itoa(c.MemoryMB), "--no-pci",
+		"--file-prefix="+prefix,
+		"--lcores="+strings.Join(lcores, ","),
+	)
 	queues := 1
 	for i, p := range c.Ports {
 		d, err := p.devargs(i)
