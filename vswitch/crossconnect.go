@@ -13,9 +13,9 @@ import "github.com/xvswitch/xvswitch/virtionet"
 // frames that go on.
 func crossConnect(fr *virtionet.Frames, n int, rc *Counts) Mask {
 	var m Mask
+	rc.packets += uint64(n)
 	for i := range n {
 		ln := fr.FrameLen(i)
-		rc.packets++
 		rc.bytes += uint64(ln)
 		if ln < ethHeaderLen {
 			rc.Drop(DropMalformed)
