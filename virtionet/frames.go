@@ -20,10 +20,15 @@ type Frames struct {
 	// one backs the segment list of frames added with AddBytes, so that a
 	// single-segment frame needs no allocation.
 	one [virtq.MaxBurst][1][]byte
+	// longest is at least the length of every frame in f (exactly the
+	// longest unless Exchange or Set replaced one), so that a receive
+	// queue can tell in one compare that every frame fits one buffer
+	// (RxQueue.estimate) instead of looking at each.
+	longest int
 }
 
 // Reset empties f.
-func (f *Frames) Reset() { f.n = 0 }
+func (f *Frames) Reset() { f.n, f.longest = 0, 0 }
 
 // Len is the number of frames in f.
 func (f *Frames) Len() int { return f.n }
@@ -51,6 +56,7 @@ func (f *Frames) Add(segs [][]byte) bool {
 	f.segs[f.n] = segs
 	f.lens[f.n] = n
 	f.off[f.n] = Offload{}
+	f.longest = max(f.longest, n)
 	f.n++
 	return true
 }
@@ -74,6 +80,7 @@ func (f *Frames) AddBytes(b []byte) bool {
 	f.segs[f.n] = f.one[f.n][:]
 	f.lens[f.n] = len(b)
 	f.off[f.n] = Offload{}
+	f.longest = max(f.longest, len(b))
 	f.n++
 	return true
 }
@@ -100,6 +107,7 @@ func (f *Frames) Set(i int, segs [][]byte, n int) {
 	f.segs[i] = segs
 	f.lens[i] = n
 	f.off[i] = Offload{}
+	f.setLongest(i, n)
 	f.n = i + 1
 }
 
@@ -109,7 +117,18 @@ func (f *Frames) SetBytes(i int, b []byte) {
 	f.segs[i] = f.one[i][:]
 	f.lens[i] = len(b)
 	f.off[i] = Offload{}
+	f.setLongest(i, len(b))
 	f.n = i + 1
+}
+
+// setLongest accounts for frame i, of n bytes, set as the table's last:
+// frame 0 starts the table afresh.
+func (f *Frames) setLongest(i, n int) {
+	if i == 0 {
+		f.longest = n
+	} else {
+		f.longest = max(f.longest, n)
+	}
 }
 
 // SetOffload gives frame i (already set) offload metadata o.
@@ -122,6 +141,8 @@ func (f *Frames) Exchange(i int, g *Frames) {
 	f.segs[i], g.segs[i] = g.segs[i], f.segs[i]
 	f.lens[i], g.lens[i] = g.lens[i], f.lens[i]
 	f.off[i], g.off[i] = g.off[i], f.off[i]
+	f.longest = max(f.longest, f.lens[i])
+	g.longest = max(g.longest, g.lens[i])
 }
 
 // Offload returns frame i's offload metadata (zero for a plain frame).
@@ -135,6 +156,7 @@ func (f *Frames) setOffload(segs [][]byte, n int, o Offload) {
 	f.segs[f.n] = segs
 	f.lens[f.n] = n
 	f.off[f.n] = o
+	f.longest = max(f.longest, n)
 	f.n++
 }
 

@@ -383,6 +383,18 @@ func (q *RxQueue) refill(f *Frames, i int) bool {
 // estimate returns how many buffers frames i.. of f need, between 1 and
 // virtq.MaxBurst, assuming buffers of the size seen last.
 func (q *RxQueue) estimate(f *Frames, i int) int {
+	if l := f.longest; l <= min(q.maxFrame, MaxGSOFrameLen) &&
+		(!q.mrg || q.chainLen <= 0 || q.hdrLen+l <= q.chainLen) {
+		// No frame is too long and each fits one buffer: one buffer a
+		// frame, known without looking at each (estimateEach's loop cost
+		// 3-4 ns a frame in the switch -> VM profile).
+		return min(max(f.n-i, 1), virtq.MaxBurst)
+	}
+	return q.estimateEach(f, i)
+}
+
+// estimateEach is estimate looking at each frame.
+func (q *RxQueue) estimateEach(f *Frames, i int) int {
 	n := 0
 	for j := i; j < f.n && n < virtq.MaxBurst; j++ {
 		l := f.lens[j]

@@ -1,0 +1,88 @@
+package virtionet
+
+import (
+	"math/rand"
+	"testing"
+)
+
+// TestEstimateShortcut: estimate's one-compare answer (every frame fits
+// one buffer, known from Frames.longest) is the answer estimateEach gets
+// by looking at each frame, for tables built by every way Frames offers
+// (Add, AddBytes, AddOffload with GSO frames, Set from 0, Exchange with
+// another table, Reset), frames from runts to over any limit, and queues
+// with and without MRG_RXBUF, various MTUs and last-seen buffer sizes.
+func TestEstimateShortcut(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	buf := make([]byte, MaxGSOFrameLen+100)
+	length := func() int {
+		switch rng.Intn(4) {
+		case 0:
+			return 1 + rng.Intn(64)
+		case 1:
+			return 60 + rng.Intn(1500)
+		case 2:
+			return 1400 + rng.Intn(9100)
+		}
+		return rng.Intn(len(buf))
+	}
+	var f, g Frames
+	shortcuts := 0
+	for round := range 20000 {
+		if rng.Intn(3) == 0 {
+			f.Reset()
+		}
+		switch rng.Intn(6) {
+		case 0:
+			f.Add([][]byte{buf[:length()]})
+		case 1:
+			f.AddBytes(buf[:length()])
+		case 2:
+			n := length()
+			f.AddOffload([][]byte{buf[:n]}, n, Offload{lo: GSOTCPv4 << 8})
+		case 3:
+			i := rng.Intn(min(f.n+1, len(f.lens)))
+			n := length()
+			f.Set(i, [][]byte{buf[:n]}, n)
+		case 4:
+			if g.n == 0 || rng.Intn(4) == 0 {
+				g.Reset()
+				for range 1 + rng.Intn(32) {
+					g.AddBytes(buf[:length()])
+				}
+			}
+			if i := rng.Intn(min(f.n, g.n) + 1); i < min(f.n, g.n) {
+				f.Exchange(i, &g)
+			}
+		default:
+			for f.n < 1+rng.Intn(32) {
+				f.AddBytes(buf[:length()])
+			}
+		}
+		if f.n == 0 {
+			continue
+		}
+		for _, s := range f.lens[:f.n] {
+			if s > f.longest {
+				t.Fatalf("round %d: longest %d under a frame of %d", round, f.longest, s)
+			}
+		}
+		feat := uint64(featV1)
+		if rng.Intn(2) == 0 {
+			feat |= featMrg
+		}
+		q := NewRxQueue(nil, QueueConfig{Features: feat, MaxFrame: []int{0, 1518, 9018, MaxGSOFrameLen + 50}[rng.Intn(4)]})
+		q.chainLen = []int{0, 1526, 2048, 4096, 65562}[rng.Intn(5)]
+		i := rng.Intn(f.n)
+		got, want := q.estimate(&f, i), q.estimateEach(&f, i)
+		if got != want {
+			t.Fatalf("round %d: estimate(%d) = %d, estimateEach %d (lens %v, longest %d, mrg %v, maxFrame %d, chainLen %d)",
+				round, i, got, want, f.lens[:f.n], f.longest, q.mrg, q.maxFrame, q.chainLen)
+		}
+		if f.longest <= min(q.maxFrame, MaxGSOFrameLen) && (!q.mrg || q.chainLen <= 0 || q.hdrLen+f.longest <= q.chainLen) {
+			shortcuts++
+		}
+	}
+	if shortcuts < 1000 {
+		t.Fatalf("only %d of 20000 rounds took the shortcut: the test does not exercise it", shortcuts)
+	}
+}
