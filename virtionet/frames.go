@@ -148,6 +148,17 @@ func (f *Frames) Exchange(i int, g *Frames) {
 // Offload returns frame i's offload metadata (zero for a plain frame).
 func (f *Frames) Offload(i int) Offload { return f.off[i] }
 
+// addOne appends the frame b of one segment, as AddBytes does, for the TX
+// queue that checked there is room.
+func (f *Frames) addOne(b []byte) {
+	f.one[f.n][0] = b
+	f.segs[f.n] = f.one[f.n][:]
+	f.lens[f.n] = len(b)
+	f.off[f.n] = Offload{}
+	f.longest = max(f.longest, len(b))
+	f.n++
+}
+
 // set stores frame i directly, for the TX queue that already knows the
 // length.
 func (f *Frames) set(segs [][]byte, n int) { f.setOffload(segs, n, Offload{}) }

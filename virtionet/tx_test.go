@@ -205,3 +205,44 @@ func TestTxBrokenRing(t *testing.T) {
 		})
 	}
 }
+
+// TestTxShortWayBoundaries: Receive's short way (one readable buffer,
+// header and frame together, no offloads) takes exactly the frames the
+// general way takes, at the edges of what passes: the shortest frame (an
+// Ethernet header) and the longest (the MTU's) pass, one byte less or
+// more is dropped by the general way with its reason, and the frames
+// around them come out whole, in order, with their lengths counted.
+func TestTxShortWayBoundaries(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			g := newGuest(t, k, 64, 0)
+			const mtu = 1500
+			q := NewTxQueue(g.ring, QueueConfig{Index: 1, Features: featV1, MaxFrame: MaxFrameLen(mtu)})
+			rng := rand.New(rand.NewSource(2))
+			shortest, longest := frame(rng, EthHeaderLen), frame(rng, MaxFrameLen(mtu))
+			g.send(frame(rng, EthHeaderLen-1), HeaderLen, hdrCombined)
+			g.send(shortest, HeaderLen, hdrCombined)
+			g.send(frame(rng, MaxFrameLen(mtu)+1), HeaderLen, hdrCombined)
+			g.send(longest, HeaderLen, hdrCombined)
+			g.add([]buf{{Addr: g.alloc(HeaderLen), Len: HeaderLen}})
+			if n, err := q.Receive(virtq.MaxBurst); err != nil || n != 5 {
+				t.Fatalf("Receive = %d, %v; want 5 chains", n, err)
+			}
+			f := q.Frames()
+			if f.Len() != 2 || !bytes.Equal(gather(f, 0), shortest) || !bytes.Equal(gather(f, 1), longest) {
+				t.Fatalf("%d frames, want the shortest and the longest, whole", f.Len())
+			}
+			if f.FrameLen(0) != len(shortest) || f.FrameLen(1) != len(longest) {
+				t.Fatalf("frame lengths %d, %d; want %d, %d", f.FrameLen(0), f.FrameLen(1), len(shortest), len(longest))
+			}
+			want := Stats{Packets: 2, Bytes: uint64(len(shortest) + len(longest))}
+			want.Drops[DropMalformed] = 2
+			want.Drops[DropTooLong] = 1
+			s := q.Snapshot()
+			s.Notifies = 0
+			if s != want {
+				t.Fatalf("stats %+v, want %+v", s, want)
+			}
+		})
+	}
+}

@@ -78,6 +78,17 @@ func (b *Burst) WritableOne(i int) []byte {
 	return b.segs[c.segStart]
 }
 
+// ReadableOne returns the one segment of chain i when the chain is exactly
+// one readable segment (a transmit buffer of one descriptor in one region,
+// what fast paths handle), else nil.
+func (b *Burst) ReadableOne(i int) []byte {
+	c := &b.Chains[i]
+	if c.nRead != 1 || c.nWrite != 0 {
+		return nil
+	}
+	return b.segs[c.segStart]
+}
+
 // Chain building, for the ring kinds. A ring calls BeginChain, then
 // AddReadable/AddWritable once per descriptor (an error means the chain did
 // not fit; the ring then calls AbortChain and stops the burst there, so the
