@@ -25,10 +25,14 @@ type Frames struct {
 	// queue can tell in one compare that every frame fits one buffer
 	// (RxQueue.estimate) instead of looking at each.
 	longest int
+	// offloaded is false only when no frame in f carries offload
+	// metadata (a plain table), so that a sender can tell in one test
+	// that it needs to look at none.
+	offloaded bool
 }
 
 // Reset empties f.
-func (f *Frames) Reset() { f.n, f.longest = 0, 0 }
+func (f *Frames) Reset() { f.n, f.longest, f.offloaded = 0, 0, false }
 
 // Len is the number of frames in f.
 func (f *Frames) Len() int { return f.n }
@@ -121,18 +125,21 @@ func (f *Frames) SetBytes(i int, b []byte) {
 	f.n = i + 1
 }
 
-// setLongest accounts for frame i, of n bytes, set as the table's last:
-// frame 0 starts the table afresh.
+// setLongest accounts for frame i, of n bytes and plain, set as the
+// table's last: frame 0 starts the table afresh.
 func (f *Frames) setLongest(i, n int) {
 	if i == 0 {
-		f.longest = n
+		f.longest, f.offloaded = n, false
 	} else {
 		f.longest = max(f.longest, n)
 	}
 }
 
 // SetOffload gives frame i (already set) offload metadata o.
-func (f *Frames) SetOffload(i int, o Offload) { f.off[i] = o }
+func (f *Frames) SetOffload(i int, o Offload) {
+	f.off[i] = o
+	f.offloaded = f.offloaded || !o.IsZero()
+}
 
 // Exchange swaps frame i of f with frame i of g, for a caller that keeps
 // other views of some frames in g (the switch's retagged VLAN views) and
@@ -143,7 +150,14 @@ func (f *Frames) Exchange(i int, g *Frames) {
 	f.off[i], g.off[i] = g.off[i], f.off[i]
 	f.longest = max(f.longest, f.lens[i])
 	g.longest = max(g.longest, g.lens[i])
+	f.offloaded = f.offloaded || !f.off[i].IsZero()
+	g.offloaded = g.offloaded || !g.off[i].IsZero()
 }
+
+// Plain reports that no frame of f carries offload metadata (false: some
+// may), so that a sender that handles such frames apart need not look at
+// each frame's.
+func (f *Frames) Plain() bool { return !f.offloaded }
 
 // Offload returns frame i's offload metadata (zero for a plain frame).
 func (f *Frames) Offload(i int) Offload { return f.off[i] }
@@ -168,6 +182,7 @@ func (f *Frames) setOffload(segs [][]byte, n int, o Offload) {
 	f.lens[f.n] = n
 	f.off[f.n] = o
 	f.longest = max(f.longest, n)
+	f.offloaded = f.offloaded || !o.IsZero()
 	f.n++
 }
 

@@ -57,8 +57,14 @@ type finisher struct {
 // NIC and every guest without offloads sees only these) it is one pass
 // over the mask and one call of s.
 func transmitFinishing(fs **finisher, b *Burst, m Mask, c *Counts, accepts virtionet.Offloads, s asIsSender) {
-	var plain Mask
 	fr := b.table()
+	if fr.Plain() {
+		// No frame carries offload metadata: all go as they are,
+		// without a look at each.
+		s.sendAsIs(b, m, c)
+		return
+	}
+	var plain Mask
 	for rest := m; rest != 0; rest &= rest - 1 {
 		i := rest.Lowest()
 		// Only the offload is read here: the rest of the frame's

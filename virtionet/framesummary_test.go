@@ -5,13 +5,16 @@ import (
 	"testing"
 )
 
-// TestEstimateShortcut: estimate's one-compare answer (every frame fits
-// one buffer, known from Frames.longest) is the answer estimateEach gets
-// by looking at each frame, for tables built by every way Frames offers
-// (Add, AddBytes, AddOffload with GSO frames, Set from 0, Exchange with
-// another table, Reset), frames from runts to over any limit, and queues
-// with and without MRG_RXBUF, various MTUs and last-seen buffer sizes.
-func TestEstimateShortcut(t *testing.T) {
+// TestFramesSummaries: what Frames keeps about all its frames holds for
+// tables built by every way Frames offers (Add, AddBytes, AddOffload with
+// GSO frames, Set from 0, SetOffload, Exchange with another table, Reset),
+// frames from runts to over any limit: longest is at least every frame's
+// length, and Plain only when no frame carries offload metadata. And
+// estimate's one-compare answer (every frame fits one buffer, known from
+// longest) is the answer estimateEach gets by looking at each frame, for
+// queues with and without MRG_RXBUF, various MTUs and last-seen buffer
+// sizes.
+func TestFramesSummaries(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	buf := make([]byte, MaxGSOFrameLen+100)
 	length := func() int {
@@ -26,12 +29,12 @@ func TestEstimateShortcut(t *testing.T) {
 		return rng.Intn(len(buf))
 	}
 	var f, g Frames
-	shortcuts := 0
+	shortcuts, plain := 0, 0
 	for round := range 20000 {
 		if rng.Intn(3) == 0 {
 			f.Reset()
 		}
-		switch rng.Intn(6) {
+		switch rng.Intn(7) {
 		case 0:
 			f.Add([][]byte{buf[:length()]})
 		case 1:
@@ -53,9 +56,21 @@ func TestEstimateShortcut(t *testing.T) {
 			if i := rng.Intn(min(f.n, g.n) + 1); i < min(f.n, g.n) {
 				f.Exchange(i, &g)
 			}
+		case 5:
+			if f.n > 0 {
+				f.SetOffload(rng.Intn(f.n), Offload{lo: uint64(rng.Intn(2)) * GSOTCPv4 << 8})
+			}
 		default:
 			for f.n < 1+rng.Intn(32) {
 				f.AddBytes(buf[:length()])
+			}
+		}
+		if f.Plain() {
+			plain++
+			for i, o := range f.off[:f.n] {
+				if !o.IsZero() {
+					t.Fatalf("round %d: Plain with frame %d carrying %+v", round, i, o)
+				}
 			}
 		}
 		if f.n == 0 {
@@ -81,6 +96,9 @@ func TestEstimateShortcut(t *testing.T) {
 		if f.longest <= min(q.maxFrame, MaxGSOFrameLen) && (!q.mrg || q.chainLen <= 0 || q.hdrLen+f.longest <= q.chainLen) {
 			shortcuts++
 		}
+	}
+	if plain < 1000 || plain > 19000 {
+		t.Fatalf("%d of 20000 rounds had a plain table: the test does not exercise both answers", plain)
 	}
 	if shortcuts < 1000 {
 		t.Fatalf("only %d of 20000 rounds took the shortcut: the test does not exercise it", shortcuts)
