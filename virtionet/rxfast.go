@@ -47,6 +47,8 @@ func (q *RxQueue) placeRun(f *Frames, i int) int {
 	// Pass 1: check each frame and its buffer, write the header into the
 	// buffer and load the frame's first byte.
 	var t byte
+	// Each buffer's bytes, found once here for pass 2 as well.
+	var dsts [virtq.MaxBurst][]byte
 	k := 0
 	for ; k < n; k++ {
 		if !q.fastFrame(f, i+k) {
@@ -57,6 +59,7 @@ func (q *RxQueue) placeRun(f *Frames, i int) int {
 		if len(dst) < HeaderLen+len(src) {
 			break
 		}
+		dsts[k] = dst
 		lo, hi := f.rxHeader(i+k, 1)
 		putHeaderUnlessEqual(dst[:HeaderLen], lo, hi)
 		t ^= src[0]
@@ -77,8 +80,7 @@ func (q *RxQueue) placeRun(f *Frames, i int) int {
 	segs := f.segs[i : i+k]
 	bytes := 0
 	for j := range used {
-		src := segs[j][0]
-		dst := b.WritableOne(next + j)
+		src, dst := segs[j][0], dsts[j]
 		copy(dst[HeaderLen:], src)
 		if q.dirty != nil {
 			q.dirty.LogWrite(dst[:HeaderLen+len(src)])
