@@ -80,12 +80,7 @@ func (f *Frames) AddBytes(b []byte) bool {
 	if f.n == virtq.MaxBurst {
 		return false
 	}
-	f.one[f.n][0] = b
-	f.segs[f.n] = f.one[f.n][:]
-	f.lens[f.n] = len(b)
-	f.off[f.n] = Offload{}
-	f.longest = max(f.longest, len(b))
-	f.n++
+	f.addOne(b)
 	return true
 }
 
@@ -162,8 +157,8 @@ func (f *Frames) Plain() bool { return !f.offloaded }
 // Offload returns frame i's offload metadata (zero for a plain frame).
 func (f *Frames) Offload(i int) Offload { return f.off[i] }
 
-// addOne appends the frame b of one segment, as AddBytes does, for the TX
-// queue that checked there is room.
+// addOne appends the frame b of one segment, for AddBytes and the TX queue,
+// which checked there is room.
 func (f *Frames) addOne(b []byte) {
 	f.one[f.n][0] = b
 	f.segs[f.n] = f.one[f.n][:]

@@ -91,9 +91,8 @@ func TestTxHeaderLayouts(t *testing.T) {
 func TestTxRejects(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.String(), func(t *testing.T) {
-			g := newGuest(t, k, 64, 0)
 			const mtu = 1500
-			q := NewTxQueue(g.ring, QueueConfig{Index: 1, Features: featV1, MaxFrame: MaxFrameLen(mtu)})
+			g, q := mtuTxQueue(t, k, mtu)
 			rng := rand.New(rand.NewSource(1))
 			good := [][]byte{frame(rng, 60), frame(rng, MaxFrameLen(mtu)), frame(rng, 14)}
 			g.send(good[0], HeaderLen, hdrOwnDesc)
@@ -215,9 +214,8 @@ func TestTxBrokenRing(t *testing.T) {
 func TestTxShortWayBoundaries(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.String(), func(t *testing.T) {
-			g := newGuest(t, k, 64, 0)
 			const mtu = 1500
-			q := NewTxQueue(g.ring, QueueConfig{Index: 1, Features: featV1, MaxFrame: MaxFrameLen(mtu)})
+			g, q := mtuTxQueue(t, k, mtu)
 			rng := rand.New(rand.NewSource(2))
 			shortest, longest := frame(rng, EthHeaderLen), frame(rng, MaxFrameLen(mtu))
 			g.send(frame(rng, EthHeaderLen-1), HeaderLen, hdrCombined)
@@ -245,4 +243,11 @@ func TestTxShortWayBoundaries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mtuTxQueue is a TX queue of a 64-descriptor ring whose guest has an MTU
+// of mtu, and its guest.
+func mtuTxQueue(t *testing.T, k ringKind, mtu int) (*guest, *TxQueue) {
+	g := newGuest(t, k, 64, 0)
+	return g, NewTxQueue(g.ring, QueueConfig{Index: 1, Features: featV1, MaxFrame: MaxFrameLen(mtu)})
 }
