@@ -57,11 +57,7 @@ func (f *Frames) Add(segs [][]byte) bool {
 	for _, s := range segs {
 		n += len(s)
 	}
-	f.segs[f.n] = segs
-	f.lens[f.n] = n
-	f.off[f.n] = Offload{}
-	f.longest = max(f.longest, n)
-	f.n++
+	f.set(segs, n)
 	return true
 }
 
@@ -103,31 +99,17 @@ func (f *Frames) AddOffload(segs [][]byte, n int, o Offload) bool {
 // Set makes frame i the n bytes of segs (referenced, not copied); n must
 // be the sum of the segments' lengths. i must be below virtq.MaxBurst.
 func (f *Frames) Set(i int, segs [][]byte, n int) {
-	f.segs[i] = segs
-	f.lens[i] = n
-	f.off[i] = Offload{}
-	f.setLongest(i, n)
-	f.n = i + 1
+	if i == 0 {
+		f.Reset() // frame 0 starts the table afresh, summaries too
+	}
+	f.n = i
+	f.set(segs, n)
 }
 
 // SetBytes makes frame i the one segment b.
 func (f *Frames) SetBytes(i int, b []byte) {
 	f.one[i][0] = b
-	f.segs[i] = f.one[i][:]
-	f.lens[i] = len(b)
-	f.off[i] = Offload{}
-	f.setLongest(i, len(b))
-	f.n = i + 1
-}
-
-// setLongest accounts for frame i, of n bytes and plain, set as the
-// table's last: frame 0 starts the table afresh.
-func (f *Frames) setLongest(i, n int) {
-	if i == 0 {
-		f.longest, f.offloaded = n, false
-	} else {
-		f.longest = max(f.longest, n)
-	}
+	f.Set(i, f.one[i][:], len(b))
 }
 
 // SetOffload gives frame i (already set) offload metadata o.
@@ -161,24 +143,23 @@ func (f *Frames) Offload(i int) Offload { return f.off[i] }
 // which checked there is room.
 func (f *Frames) addOne(b []byte) {
 	f.one[f.n][0] = b
-	f.segs[f.n] = f.one[f.n][:]
-	f.lens[f.n] = len(b)
+	f.set(f.one[f.n][:], len(b))
+}
+
+// set appends a plain frame of n bytes made of segs: with setOffload, the
+// one way frames go into the table, keeping its summaries.
+func (f *Frames) set(segs [][]byte, n int) {
+	f.segs[f.n] = segs
+	f.lens[f.n] = n
 	f.off[f.n] = Offload{}
-	f.longest = max(f.longest, len(b))
+	f.longest = max(f.longest, n)
 	f.n++
 }
 
-// set stores frame i directly, for the TX queue that already knows the
-// length.
-func (f *Frames) set(segs [][]byte, n int) { f.setOffload(segs, n, Offload{}) }
-
+// setOffload appends a frame with offload metadata o.
 func (f *Frames) setOffload(segs [][]byte, n int, o Offload) {
-	f.segs[f.n] = segs
-	f.lens[f.n] = n
-	f.off[f.n] = o
-	f.longest = max(f.longest, n)
-	f.offloaded = f.offloaded || !o.IsZero()
-	f.n++
+	f.set(segs, n)
+	f.SetOffload(f.n-1, o)
 }
 
 // Peek copies the first len(dst) bytes of frame i (fewer if the frame is
