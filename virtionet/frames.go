@@ -20,11 +20,6 @@ type Frames struct {
 	// one backs the segment list of frames added with AddBytes, so that a
 	// single-segment frame needs no allocation.
 	one [virtq.MaxBurst][1][]byte
-	// longest is at least the length of every frame in f (exactly the
-	// longest unless Exchange or Set replaced one), so that a receive
-	// queue can tell in one compare that every frame fits one buffer
-	// (RxQueue.estimate) instead of looking at each.
-	longest int
 	// offloaded is false only when no frame in f carries offload
 	// metadata (a plain table), so that a sender can tell in one test
 	// that it needs to look at none.
@@ -32,7 +27,7 @@ type Frames struct {
 }
 
 // Reset empties f.
-func (f *Frames) Reset() { f.n, f.longest, f.offloaded = 0, 0, false }
+func (f *Frames) Reset() { f.n, f.offloaded = 0, false }
 
 // Len is the number of frames in f.
 func (f *Frames) Len() int { return f.n }
@@ -99,11 +94,13 @@ func (f *Frames) AddOffload(segs [][]byte, n int, o Offload) bool {
 // Set makes frame i the n bytes of segs (referenced, not copied); n must
 // be the sum of the segments' lengths. i must be below virtq.MaxBurst.
 func (f *Frames) Set(i int, segs [][]byte, n int) {
+	f.segs[i] = segs
+	f.lens[i] = n
+	f.off[i] = Offload{}
 	if i == 0 {
-		f.Reset() // frame 0 starts the table afresh, summaries too
+		f.offloaded = false // frame 0 starts the table afresh
 	}
-	f.n = i
-	f.set(segs, n)
+	f.n = i + 1
 }
 
 // SetBytes makes frame i the one segment b.
@@ -125,10 +122,9 @@ func (f *Frames) Exchange(i int, g *Frames) {
 	f.segs[i], g.segs[i] = g.segs[i], f.segs[i]
 	f.lens[i], g.lens[i] = g.lens[i], f.lens[i]
 	f.off[i], g.off[i] = g.off[i], f.off[i]
-	f.longest = max(f.longest, f.lens[i])
-	g.longest = max(g.longest, g.lens[i])
-	f.offloaded = f.offloaded || !f.off[i].IsZero()
-	g.offloaded = g.offloaded || !g.off[i].IsZero()
+	// Either may now hold a frame of the other's: both summaries widen.
+	f.offloaded = f.offloaded || g.offloaded
+	g.offloaded = f.offloaded
 }
 
 // Plain reports that no frame of f carries offload metadata (false: some
@@ -152,7 +148,6 @@ func (f *Frames) set(segs [][]byte, n int) {
 	f.segs[f.n] = segs
 	f.lens[f.n] = n
 	f.off[f.n] = Offload{}
-	f.longest = max(f.longest, n)
 	f.n++
 }
 
