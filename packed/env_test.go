@@ -115,14 +115,14 @@ func (e *env) resumeAfterCrash(rng *rand.Rand) {
 		}
 		cfg := e.cfg
 		cfg.Base = b
-		got, err := packed.Resume(cfg)
+		got, err := resumeBase(cfg)
 		if err != nil || got != want {
 			e.t.Fatalf("resume from stale base %#x: %#x, %v; the driver's next used slot says %#x", b, got, err, want)
 		}
 	}
 	cfg := e.cfg
 	cfg.Base = want
-	if got, err := packed.Resume(cfg); err != nil || got != want {
+	if got, err := resumeBase(cfg); err != nil || got != want {
 		e.t.Fatalf("resume from the right base %#x: %#x, %v", want, got, err)
 	}
 	r, err := packed.New(cfg)

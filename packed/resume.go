@@ -57,12 +57,44 @@ import (
 // are the only ones beyond the driver's position, so the driver's
 // position is still where the largest run of empty positions ends, plus
 // size.
+//
+// A front-end that served a transmit ring itself while no back-end ran
+// leaves one layout more. QEMU drops what a guest sends while the link is
+// down (virtio_net_handle_tx_bh, virtqueue_packed_drop_all): from its
+// stale position it uses every available chain it finds there, each with
+// one used descriptor of length 0 at its own used position (the same one,
+// as its base's halves agree), and hands the next back-end its position
+// after them. When the stale position lies among the chains the driver had
+// pending (it queued frames over it during the outage, and the dead device
+// had asked for kicks), the ring reads: the dead device's used slots, then
+// chains pending, then the front-end's used run ending exactly at the base
+// it sends, then chains pending again. The driver waits at the first
+// pending chain, so it gets neither those chains nor the front-end's run
+// back until a device uses the chains before the run, and a device that
+// starts at the base never does: the guest's transmit queue stops for good
+// (CI's restart test, once). Resume drops those chains as the front-end
+// did the ones after them (used, length 0; the dead device may have sent
+// some, none is sent twice) and the device starts at the base. It reads a
+// ring this way only when the ring reads no other way, on a transmit ring
+// (QEMU drops nothing on a receive ring), without IN_ORDER, and only when
+// the front-end's run ends at the base it sent.
 
 // ErrPositionUnknown: the descriptors do not say where the device stopped
 // (a ring that is not laid out as the rules above make it: a driver that
 // breaks them, a previous device that left skipped slots unmarked, or one
 // that died halfway through publishing a batch that cannot be completed).
 var ErrPositionUnknown = errors.New("packed: the descriptors do not say where the device stopped")
+
+// Resumed is what Resume found and did.
+type Resumed struct {
+	// Base is the state to build the ring from.
+	Base uint32
+	// Torn says Resume completed a batch the dead device was publishing.
+	Torn bool
+	// Dropped is how many chains Resume used unsent: those the driver had
+	// pending before a run the front-end used itself (see above).
+	Dropped int
+}
 
 // Resume returns the state to build the ring of cfg from when cfg.Base
 // may be stale: cfg.Base itself if its used position is where the
@@ -71,39 +103,61 @@ var ErrPositionUnknown = errors.New("packed: the descriptors do not say where th
 // when they disagree, and cfg.Base with an error wrapping
 // ErrPositionUnknown when they cannot tell. Chains the dead device had
 // popped and not used are popped again. A batch the dead device was
-// publishing is completed (see above): the one write Resume makes to the
-// ring. A base with an index beyond the ring comes back as is, for New to
+// publishing is completed, and chains pending before a front-end's own
+// used run are dropped (see above): the writes Resume makes to the ring.
+// A base with an index beyond the ring comes back as is, for New to
 // refuse.
-func Resume(cfg virtq.Config) (uint32, error) {
+func Resume(cfg virtq.Config) (Resumed, error) {
+	res := Resumed{Base: cfg.Base}
 	if cfg.Mem == nil || cfg.Size == 0 || cfg.Size > maxRingSize {
-		return cfg.Base, nil
+		return res, nil
 	}
 	if uint16(cfg.Base>>16&0x7fff) >= cfg.Size || uint16(cfg.Base&0x7fff) >= cfg.Size {
-		return cfg.Base, nil
+		return res, nil
 	}
 	desc, err := cfg.Mem.TranslateUser(cfg.Desc, uint64(cfg.Size)*descSize, descSize)
 	if err != nil {
-		return cfg.Base, nil
-	}
-	pos, torn, err := locate(snapshotFlags(desc, cfg.Size), cfg.Size)
-	if err != nil {
-		return cfg.Base, err
+		return res, nil
 	}
 	size := uint32(cfg.Size)
-	if torn >= 0 {
-		if err := completeTorn(desc, cfg, uint32(torn)); err != nil {
-			return cfg.Base, err
+	given := circlePos(uint16(cfg.Base>>16), size)
+	front := noFront
+	if cfg.ReadOnly && !virtq.Has(cfg.Features, virtq.FeatureInOrder) && cfg.Base&0xffff == cfg.Base>>16 {
+		front = given
+	}
+	l, err := locate(snapshotFlags(desc, cfg.Size), cfg.Size, front)
+	if err != nil {
+		return res, err
+	}
+	// Everything is checked before anything is written.
+	if l.torn >= 0 {
+		if err := checkTorn(desc, cfg, uint32(l.torn)); err != nil {
+			return res, err
 		}
 	}
-	used := cfg.Base >> 16
-	given := used & 0x7fff
-	if used&wrapBit == 0 {
-		given += size
+	if l.dropFrom != l.dropTo {
+		if res.Dropped, err = dropPending(desc, size, l.dropFrom, l.dropTo); err != nil {
+			return res, err
+		}
 	}
-	if given == pos {
-		return cfg.Base, nil
+	if l.torn >= 0 {
+		completeTorn(desc, cfg, uint32(l.torn))
+		res.Torn = true
 	}
-	return stateAt(pos, size), nil
+	if given != l.dev {
+		res.Base = stateAt(l.dev, size)
+	}
+	return res, nil
+}
+
+// circlePos is the position on the circle of 2*size positions (see the
+// top of this file) of a ring index with its wrap counter in bit 15.
+func circlePos(idx uint16, size uint32) uint32 {
+	p := uint32(idx & 0x7fff)
+	if idx&wrapBit == 0 {
+		p += size
+	}
+	return p
 }
 
 // stateAt is the ring state with both indexes at circle position pos.
@@ -155,36 +209,68 @@ const (
 	posAvail
 )
 
-// completeTorn writes the used flags of the batch's first slot, at circle
-// position pos, that a device killed mid-Push did not write (see the top
-// of this file), or says why it cannot.
-func completeTorn(desc []byte, cfg virtq.Config, pos uint32) error {
+// checkTorn says why the batch whose first slot is at circle position pos
+// cannot be completed, if it cannot (see the top of this file).
+func checkTorn(desc []byte, cfg virtq.Config, pos uint32) error {
 	if virtq.Has(cfg.Features, virtq.FeatureInOrder) {
 		return fmt.Errorf("%w: a batch cut short under IN_ORDER (position %d)", ErrPositionUnknown, pos)
 	}
-	n := uint32(cfg.Size)
-	slot, wrap := pos, true
-	if pos >= n {
-		slot, wrap = pos-n, false
-	}
-	off := int(slot) * descSize
-	word := guestmem.LoadAcquire32(desc, off+offIDFlags)
-	if uint16(word>>16)&flagNext != 0 {
+	off, _ := slotOf(pos, uint32(cfg.Size))
+	if uint16(guestmem.LoadAcquire32(desc, off+offIDFlags)>>16)&flagNext != 0 {
 		return fmt.Errorf("%w: a batch cut short whose first chain has several slots (position %d)", ErrPositionUnknown, pos)
 	}
-	flags := usedBits(wrap)
-	if !cfg.ReadOnly && binary.LittleEndian.Uint32(desc[off+offLen:]) != 0 {
-		flags |= flagWrite
-	}
-	guestmem.StoreRelease32(desc, off+offIDFlags, word&0xffff|uint32(flags)<<16)
 	return nil
 }
 
+// completeTorn writes the used flags of the batch's first slot, at circle
+// position pos, that a device killed mid-Push did not write (see the top
+// of this file); checkTorn said it can.
+func completeTorn(desc []byte, cfg virtq.Config, pos uint32) {
+	off, wrap := slotOf(pos, uint32(cfg.Size))
+	word := guestmem.LoadAcquire32(desc, off+offIDFlags)
+	flags := usedBits(wrap)
+	switch {
+	case cfg.ReadOnly:
+		// The device writes nothing into a transmit chain. A dead
+		// device wrote 0 there; a driver's pending chain read as a
+		// batch cut short (a front-end's run after it, see above)
+		// still holds the driver's length.
+		binary.LittleEndian.PutUint32(desc[off+offLen:], 0)
+	case binary.LittleEndian.Uint32(desc[off+offLen:]) != 0:
+		flags |= flagWrite
+	}
+	guestmem.StoreRelease32(desc, off+offIDFlags, word&0xffff|uint32(flags)<<16)
+}
+
+// slotOf is the byte offset in the descriptor ring of circle position p
+// (any multiple of the circle added) and the wrap counter of its lap.
+func slotOf(p, size uint32) (off int, wrap bool) {
+	p %= 2 * size
+	if p >= size {
+		return int(p-size) * descSize, false
+	}
+	return int(p) * descSize, true
+}
+
+// noFront is locate's front for a ring the front-end cannot have served.
+const noFront = ^uint32(0)
+
+// layout is what locate reads in a ring.
+type layout struct {
+	dev  uint32 // the device's next position
+	torn int    // the first slot of a batch cut short, or -1
+	// Chains pending at positions dropFrom up to dropTo (unreduced, so
+	// dropFrom <= dropTo), before the front-end's own used run: to drop.
+	dropFrom, dropTo uint32
+}
+
 // locate returns the device's next position on the circle of 2*size
-// positions from the descriptors' flags (see the top of this file) and,
-// when the device died halfway through publishing a batch, the position
-// of the batch's first slot, still available (else -1).
-func locate(flags []uint16, size uint16) (dev uint32, torn int, err error) {
+// positions from the descriptors' flags (see the top of this file) and
+// what Resume must complete: the first slot of a batch the dead device
+// was publishing, and chains pending before a used run the front-end made
+// itself ending at position front (noFront: not a ring it can have
+// served).
+func locate(flags []uint16, size uint16, front uint32) (layout, error) {
 	n := uint32(size)
 	m := 2 * n
 	circ := make([]uint8, m)
@@ -224,39 +310,110 @@ func locate(flags []uint16, size uint16) (dev uint32, torn int, err error) {
 		run = 0
 	}
 	if tied {
-		return 0, -1, fmt.Errorf("%w: two equal gaps of %d positions", ErrPositionUnknown, best)
+		return layout{}, fmt.Errorf("%w: two equal gaps of %d positions", ErrPositionUnknown, best)
 	}
 	first := bestEnd % m // the oldest of the driver's last size positions
 	drv := first + n     // the driver's next position
 	// Beyond it only a chain the driver is still writing, never used.
 	for p := drv + 1; p < first+m; p++ {
 		if at(p) == posUsed {
-			return 0, -1, fmt.Errorf("%w: a used descriptor ahead of the driver (position %d)", ErrPositionUnknown, p%m)
+			return layout{}, fmt.Errorf("%w: a used descriptor ahead of the driver (position %d)", ErrPositionUnknown, p%m)
 		}
 	}
 	// The device's next position: back from the driver's over what it has
 	// made available and the device not used.
-	dev = drv
+	dev := drv
 	for dev > first && at(dev-1) == posAvail {
 		dev--
 	}
-	// Behind it, used slots but for at most one: the first of a batch
-	// the dead device was publishing.
-	torn = -1
+	torn, err := tornBehind(at, first, dev, drv, m)
+	if err == nil {
+		return layout{dev: dev % m, torn: torn, dropFrom: dev, dropTo: dev}, nil
+	}
+	// Used slots ending at the front-end's base, chains pending before
+	// them: the front-end's own run (see above), if the ring reads right
+	// up to the pending chains.
+	if front == noFront || dev%m != front {
+		return layout{}, err
+	}
+	own := dev
+	for own > first && at(own-1) == posUsed {
+		own--
+	}
+	from := own
+	for from > first && at(from-1) == posAvail {
+		from--
+	}
+	if from == own {
+		return layout{}, err
+	}
+	if torn, err2 := tornBehind(at, first, from, drv, m); err2 == nil {
+		return layout{dev: dev % m, torn: torn, dropFrom: from, dropTo: own}, nil
+	}
+	return layout{}, err
+}
+
+// tornBehind checks that the positions from first up to dev are used but
+// for at most one available: the first slot of a batch the dead device was
+// publishing, whose position it returns (else -1).
+func tornBehind(at func(uint32) uint8, first, dev, drv, m uint32) (int, error) {
+	torn := -1
 	for p := first; p < dev; p++ {
 		if at(p) != posAvail {
 			continue
 		}
 		if torn >= 0 {
-			return 0, -1, fmt.Errorf("%w: available descriptors behind used ones (positions %d, %d and %d)", ErrPositionUnknown, torn, p%m, (dev-1)%m)
+			return -1, fmt.Errorf("%w: available descriptors behind used ones (positions %d, %d and %d)", ErrPositionUnknown, torn, p%m, (dev-1)%m)
 		}
 		if p == first && dev == drv {
 			// The whole half circle one batch, nothing pending after
 			// it: on a ring of 2 the same flags as the driver writing
 			// a chain over the whole ring.
-			return 0, -1, fmt.Errorf("%w: a batch of the whole ring behind its first slot (position %d)", ErrPositionUnknown, p%m)
+			return -1, fmt.Errorf("%w: a batch of the whole ring behind its first slot (position %d)", ErrPositionUnknown, p%m)
 		}
 		torn = int(p % m)
 	}
-	return dev % m, torn, nil
+	return torn, nil
+}
+
+// dropPending uses, unsent, the chains the driver made available at
+// circle positions from up to to (from <= to, unreduced; see the top of
+// this file): each gets a used descriptor of length 0 at its head, with
+// the id its last descriptor carries, and the rest of its slots used
+// flags, as Push gives them. It returns how many it dropped. The chains
+// are checked whole first (every slot available in its lap, the last one
+// not NEXT): nothing is written unless they are. The driver does not write
+// these slots meanwhile: it has not had them back.
+func dropPending(desc []byte, size, from, to uint32) (int, error) {
+	m := 2 * size
+	slot := func(p uint32) (int, bool) { return slotOf(p, size) }
+	word := func(p uint32) uint32 {
+		off, _ := slot(p)
+		return guestmem.LoadAcquire32(desc, off+offIDFlags)
+	}
+	for p := from; p < to; p++ {
+		_, wrap := slot(p)
+		if uint16(word(p)>>16)&(flagAvail|flagUsed) != availBits(wrap) {
+			return 0, fmt.Errorf("%w: position %d, among the chains before the front-end's used run, changed", ErrPositionUnknown, p%m)
+		}
+	}
+	if uint16(word(to-1)>>16)&flagNext != 0 {
+		return 0, fmt.Errorf("%w: a chain runs from position %d into the front-end's used run", ErrPositionUnknown, (to-1)%m)
+	}
+	chains := 0
+	for head := from; head < to; chains++ {
+		last := head
+		for last+1 < to && uint16(word(last)>>16)&flagNext != 0 {
+			last++
+		}
+		for p := head + 1; p <= last; p++ {
+			off, wrap := slot(p)
+			guestmem.StoreRelease32(desc, off+offIDFlags, word(p)&0xffff|uint32(usedBits(wrap))<<16)
+		}
+		off, wrap := slot(head)
+		binary.LittleEndian.PutUint32(desc[off+offLen:], 0)
+		guestmem.StoreRelease32(desc, off+offIDFlags, word(last)&0xffff|uint32(usedBits(wrap))<<16)
+		head = last + 1
+	}
+	return chains, nil
 }

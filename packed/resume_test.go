@@ -110,7 +110,7 @@ func (r *resumer) crash(base uint32) {
 	want := r.deviceUsed()
 	cfg := r.cfg
 	cfg.Base = base
-	got, err := packed.Resume(cfg)
+	got, err := resumeBase(cfg)
 	if err != nil || got>>16 != want || got&0xffff != want {
 		r.t.Fatalf("resume from %#x: %#x, %v; the device stopped at %#x", base, got, err, want)
 	}
@@ -269,7 +269,7 @@ func TestResumeKeepsAnExactBase(t *testing.T) {
 	cfg := r.cfg
 	for _, base := range []uint32{packed.InitialState, 0} {
 		cfg.Base = base
-		if got, err := packed.Resume(cfg); err != nil || got != packed.InitialState {
+		if got, err := resumeBase(cfg); err != nil || got != packed.InitialState {
 			t.Fatalf("fresh ring, base %#x: %#x, %v", base, got, err)
 		}
 	}
@@ -277,12 +277,12 @@ func TestResumeKeepsAnExactBase(t *testing.T) {
 	r.add(1, 2, 1)
 	r.pop(2)
 	cfg.Base = r.r.State()
-	if got, err := packed.Resume(cfg); err != nil || got != cfg.Base {
+	if got, err := resumeBase(cfg); err != nil || got != cfg.Base {
 		t.Fatalf("base %#x with chains in flight came back as %#x, %v", cfg.Base, got, err)
 	}
 	// An index beyond the ring is New's to refuse.
 	cfg.Base = 16 | 1<<15 | 3<<16
-	if got, err := packed.Resume(cfg); err != nil || got != cfg.Base {
+	if got, err := resumeBase(cfg); err != nil || got != cfg.Base {
 		t.Fatalf("bad base %#x came back as %#x, %v", cfg.Base, got, err)
 	}
 }
@@ -342,7 +342,7 @@ func TestResumeCannotTell(t *testing.T) {
 			tc.flags(r.d.Desc())
 			cfg := r.cfg
 			cfg.Base = 5 | 5<<16
-			got, err := packed.Resume(cfg)
+			got, err := resumeBase(cfg)
 			if !errors.Is(err, packed.ErrPositionUnknown) || got != cfg.Base {
 				t.Fatalf("Resume = %#x, %v; want the base back and ErrPositionUnknown", got, err)
 			}
@@ -386,14 +386,16 @@ func TestResumeCompletesTornBatch(t *testing.T) {
 	}
 }
 
-// FuzzResume: whatever the descriptors hold, Resume returns a base New
-// takes (or the one it was given) and never touches memory beyond the
-// ring.
+// FuzzResume: whatever the descriptors hold, on a transmit ring or a
+// receive ring, Resume returns a base New takes (or the one it was given),
+// never touches memory beyond the ring, and writes nothing to a ring it
+// cannot tell.
 func FuzzResume(f *testing.F) {
-	f.Add(uint16(16), uint32(packed.InitialState), bytes.Repeat([]byte{0x80, 0, 0x80, 0x80}, 8))
-	f.Add(uint16(3), uint32(0), []byte{0, 0x80, 1, 0x81, 0x7f})
-	f.Add(uint16(1), uint32(0x8000), []byte{0x80})
-	f.Fuzz(func(t *testing.T, size uint16, base uint32, flags []byte) {
+	f.Add(uint16(16), uint32(packed.InitialState), false, bytes.Repeat([]byte{0x80, 0, 0x80, 0x80}, 8))
+	f.Add(uint16(3), uint32(0), true, []byte{0, 0x80, 1, 0x81, 0x7f})
+	f.Add(uint16(1), uint32(0x8000), false, []byte{0x80})
+	f.Add(uint16(8), uint32(0x50005), true, []byte{0, 0x80, 0, 0x80, 0, 0x80, 0, 0x80, 0, 0x80, 0, 0xc0, 0, 0xc0, 0, 0x80})
+	f.Fuzz(func(t *testing.T, size uint16, base uint32, readOnly bool, flags []byte) {
 		size = 1 + size%64
 		e := newEnv(t, size, 0, 4096)
 		desc := e.d.Desc()
@@ -401,19 +403,26 @@ func FuzzResume(f *testing.F) {
 			desc[i*16+14], desc[i*16+15] = flags[2*i], flags[2*i+1]
 		}
 		cfg := e.cfg
+		cfg.ReadOnly = readOnly
 		// Indexes up to size: one past the end must come back as is.
 		a, u := base&0x7fff%(uint32(size)+1), base>>16&0x7fff%(uint32(size)+1)
 		cfg.Base = a | u<<16 | base&(1<<15|1<<31)
-		got, err := packed.Resume(cfg)
-		if err != nil || got == cfg.Base {
+		before := append([]byte(nil), desc...)
+		res, err := packed.Resume(cfg)
+		if err != nil {
+			if res.Base != cfg.Base || !bytes.Equal(before, desc) {
+				t.Fatalf("Resume = %+v, %v: could not tell, and changed the base or the ring", res, err)
+			}
 			return
 		}
-		if got&0xffff != got>>16 || got&0x7fff >= uint32(size) {
-			t.Fatalf("Resume = %#x on a ring of %d", got, size)
+		if got := res.Base; got != cfg.Base {
+			if got&0xffff != got>>16 || got&0x7fff >= uint32(size) {
+				t.Fatalf("Resume = %#x on a ring of %d", got, size)
+			}
 		}
-		cfg.Base = got
-		if _, err := packed.New(cfg); err != nil {
-			t.Fatalf("New refused Resume's %#x: %v", got, err)
+		cfg.Base = res.Base
+		if _, err := packed.New(cfg); err != nil && a < uint32(size) && u < uint32(size) {
+			t.Fatalf("New refused Resume's %#x: %v", res.Base, err)
 		}
 	})
 }
@@ -436,7 +445,7 @@ func TestResumeDriverMidChain(t *testing.T) {
 				undo := r.halfWrite(k)
 				cfg := r.cfg
 				cfg.Base = packed.InitialState
-				got, err := packed.Resume(cfg)
+				got, err := resumeBase(cfg)
 				undo()
 				switch {
 				case errors.Is(err, packed.ErrPositionUnknown):
@@ -488,7 +497,7 @@ func TestResumeTornBatchDriverMidChain(t *testing.T) {
 					before := append([]byte(nil), r.d.Desc()...)
 					cfg := r.cfg
 					cfg.Base = packed.InitialState
-					got, err := packed.Resume(cfg)
+					got, err := resumeBase(cfg)
 					name := fmt.Sprintf("size %d, %d laps, batch of %d torn, chain of %d half written", size, laps, batch, k)
 					switch {
 					case errors.Is(err, packed.ErrPositionUnknown):

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/xvswitch/xvswitch/packed"
+	"github.com/xvswitch/xvswitch/virtq"
 	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
 
@@ -15,4 +17,11 @@ func putDesc(b []byte, d drivertest.PackedDesc) {
 	binary.LittleEndian.PutUint32(b[8:], d.Len)
 	binary.LittleEndian.PutUint16(b[12:], d.ID)
 	binary.LittleEndian.PutUint16(b[14:], d.Flags)
+}
+
+// resumeBase is packed.Resume's base, for tests that check only where the
+// ring resumes.
+func resumeBase(cfg virtq.Config) (uint32, error) {
+	r, err := packed.Resume(cfg)
+	return r.Base, err
 }

@@ -23,22 +23,31 @@ import (
 // startBase is the state q's ring is built from: cfg.Base (the front-end's
 // SET_VRING_BASE, or what our last ring saved), or for a packed ring the
 // position its descriptors give when the front-end's base disagrees with
-// them; resumed says it did.
+// them; resumed says it did, or that Resume used chains itself (a batch
+// the dead back-end was publishing, chains a front-end's own run cut off):
+// either way the guest is to be interrupted.
 func (d *Device) startBase(s *session, q *Queue, cfg virtq.Config) (base uint32, resumed bool) {
 	if !s.packed() || q.ctl.baseOwn {
 		return cfg.Base, false
 	}
-	base, err := packed.Resume(cfg)
+	res, err := packed.Resume(cfg)
+	if res.Dropped > 0 {
+		d.log.Warn("vhost: dropped the transmit chains the guest had pending before the front-end's own used ones (it served the ring while no back-end ran); resuming after them",
+			"queue", q.index, "dropped", res.Dropped, "base", fmt.Sprintf("%#x", cfg.Base))
+	}
+	if res.Torn {
+		d.log.Warn("vhost: completed the batch of used descriptors a dead back-end was publishing", "queue", q.index)
+	}
 	switch {
 	case err != nil:
 		d.log.Warn("vhost: cannot check the packed ring's base against its descriptors; starting from the front-end's",
 			"queue", q.index, "base", fmt.Sprintf("%#x", cfg.Base), "err", err)
-	case base != cfg.Base:
+	case res.Base != cfg.Base:
 		d.log.Warn("vhost: the front-end's base for a packed ring is not where its descriptors say the device stopped (a back-end died?); resuming from the descriptors",
-			"queue", q.index, "base", fmt.Sprintf("%#x", cfg.Base), "resumed", fmt.Sprintf("%#x", base))
-		return base, true
+			"queue", q.index, "base", fmt.Sprintf("%#x", cfg.Base), "resumed", fmt.Sprintf("%#x", res.Base))
+		return res.Base, true
 	}
-	return base, false
+	return res.Base, res.Dropped > 0 || res.Torn
 }
 
 // signalResumed interrupts the guest once on a ring that resumed: the dead

@@ -59,6 +59,63 @@ func backEndRestart(t *testing.T, packed bool) {
 	c.both(s, 45, 90)
 }
 
+// TestBackEndRestartFrontEndDrops: the back-end dies with frames pending
+// on the guest's packed TX ring, and QEMU, serving the ring itself
+// meanwhile with the link down, drops those from its stale position (the
+// ring's start) on, then sends the new back-end its position after them
+// (vhosttest.QEMUDroppedTX). The new back-end must drop the pending frames
+// before QEMU's run too and interrupt the guest: the guest gets all four
+// buffers back, and its next frames come out in sequence for laps. Before
+// it did, the guest waited at the first pending frame for good and its TX
+// ring filled up (CI's restart test, once).
+func TestBackEndRestartFrontEndDrops(t *testing.T) {
+	d1, _, _ := newDevice(t, vhost.Config{})
+	f := vhosttest.Connect(t, d1)
+	f.Start(vhosttest.Options{Packed: true, RingSize: 16, BufSize: 256})
+	vhosttest.WaitFor(t, "device ready", func() bool { return d1.Info().Ready })
+	s := &testSession{d: d1, f: f}
+	c := &seqCheck{t: t}
+	c.both(s, 0, 30)
+	// Frames of one descriptor until the guest's next TX slot is 14 in a
+	// lap of wrap counter 0: QEMU's stale position, slot 0 of lap 1, is
+	// then the third of the four frames it queues next.
+	n := 30
+	for {
+		if idx, wrap := s.tx().Packed().NextAvail(); idx == 14 && !wrap {
+			break
+		}
+		if n > 70 {
+			t.Fatal("the guest's TX ring never reached slot 14 of lap 0")
+		}
+		s.guestSend(t, smallSeqFrame(n))
+		c.receive(s, n, n+1)
+		n++
+	}
+	s.guestSend(t, smallSeqFrame(n), smallSeqFrame(n+1), smallSeqFrame(n+2), smallSeqFrame(n+3))
+
+	d2, _, _ := newDevice(t, vhost.Config{})
+	f.RestartBackEnd(d2, vhosttest.QEMUDroppedTX)
+	s.d = d2
+	vhosttest.WaitFor(t, "restarted device ready", func() bool { return d2.Info().Ready })
+	if f.WaitCall(1, time.Second) == 0 {
+		t.Error("no interrupt on the TX ring after resuming")
+	}
+	done, err := s.tx().Reap()
+	if err != nil || len(done) != 4 {
+		t.Fatalf("the guest got %d of the 4 pending TX buffers back (%v)", len(done), err)
+	}
+	c.rxNext = n + 4 // the frames in between went only one way
+	c.both(s, n+4, n+4+45)
+}
+
+// smallSeqFrame is frame n of a stream in one buffer of 256 with its
+// header.
+func smallSeqFrame(n int) []byte {
+	b := frame(100, byte(n))
+	binary.BigEndian.PutUint32(b[14:], uint32(n))
+	return b
+}
+
 // seqCheck follows two sequence-numbered streams through a device: guest
 // TX to device, and device to guest RX.
 type seqCheck struct {

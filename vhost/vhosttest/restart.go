@@ -1,6 +1,9 @@
 package vhosttest
 
-import "github.com/xvswitch/xvswitch/vhost"
+import (
+	"github.com/xvswitch/xvswitch/vhost"
+	"github.com/xvswitch/xvswitch/virtq/drivertest"
+)
 
 // RestartBackEnd plays what QEMU does when its back-end dies and another
 // one connects (a server-mode chardev, or a client-mode one with
@@ -52,4 +55,19 @@ func QEMUBase(vring int, r *Ring) uint32 {
 		return uint32(r.s.UsedIdx())
 	}
 	return r.base
+}
+
+// QEMUDroppedTX is QEMUBase after QEMU, while no back-end ran, served a
+// packed transmit ring itself with the link down and dropped what the
+// guest had queued from its stale position on
+// (drivertest.PackedDriver.FrontEndDrops): for such a ring, QEMU's
+// position after what it dropped. It plays the guest kicking that ring
+// during the outage; other rings get QEMUBase.
+func QEMUDroppedTX(vring int, r *Ring) uint32 {
+	if r.p == nil || vring%2 == 0 {
+		return QEMUBase(vring, r)
+	}
+	idx, wrap, _ := r.p.FrontEndDrops(uint16(r.base&0x7fff), r.base&(1<<15) != 0)
+	s := uint32(drivertest.PackedOffWrap(idx, wrap))
+	return s | s<<16
 }
