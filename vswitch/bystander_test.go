@@ -64,18 +64,23 @@ func openFDs(t *testing.T) int {
 	return len(ents)
 }
 
-// checkFDs fails t unless the process has n file descriptors open again.
-// It waits a moment first: a close that a goroutine finishes after the
-// call that asked for it returned is not a leak. A failure lists what is
-// open, so it says what leaked.
+// checkFDs fails t if the process has more than n file descriptors open
+// (n: the count before what is checked). It waits a moment first: a close
+// that a goroutine finishes after the call that asked for it returned is
+// not a leak. Fewer than n is not one either: an earlier test's late close
+// can land in the window (CI's race run, once: 87 -> 86); it is logged. A
+// failure lists what is open, so it says what leaked.
 func checkFDs(t *testing.T, n int, what string) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
-	for openFDs(t) != n && time.Now().Before(deadline) {
+	for openFDs(t) > n && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if now := openFDs(t); now != n {
+	switch now := openFDs(t); {
+	case now > n:
 		t.Errorf("fds %d -> %d %s; open now: %v", n, now, what, fdKinds(t))
+	case now < n:
+		t.Logf("fds %d -> %d %s: fewer, a close from outside the check landed in it", n, now, what)
 	}
 }
 

@@ -191,9 +191,7 @@ func TestSoak(t *testing.T) {
 	if rx != k.sent || rx+flood != tx+drops {
 		t.Errorf("counters: sent %d, rx %d + flood %d != tx %d + drops %d", k.sent, rx, flood, tx, drops)
 	}
-	if now := openFDs(t); now != fds {
-		t.Errorf("open fds %d after the soak, %d before", now, fds)
-	}
+	checkFDs(t, fds, "across the soak")
 	for _, why := range mem.grownBeyond(heldMemory(t), 32<<10) {
 		t.Error(why)
 	}
