@@ -3,8 +3,9 @@ package vswitch
 import (
 	"log/slog"
 	"net"
-	"runtime"
-	"runtime/debug"
+	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/xvswitch/xvswitch/vhost"
 )
@@ -24,18 +25,32 @@ import (
 // spoofed), and it is counted as one frame received from the guest's
 // port, so the counters balance as for any flood.
 
+//
+// The frame goes through a worker, as an ingress queue of the guest's
+// port that worker 0 polls for as long as it takes (Switch.announcing,
+// in every snapshot built meanwhile), not through a forwarder of the
+// control path's own: a worker that alone polls anything transmits
+// without egress locks (snapshot.solo), so another goroutine transmitting
+// beside it would write a guest's receive ring under it. Polled by worker
+// 0, the queue makes it the solo worker or none, and publish's hand-over
+// covers the change.
+
+// announceWait bounds how long the announcing queue stays in the
+// snapshots when no worker takes its frame (workers not running).
+const announceWait = 2 * time.Second
+
 // announceQueue is an ingress queue that yields one frame, once.
 type announceQueue struct {
 	frame []byte
-	done  bool
+	taken atomic.Bool
 }
 
 func (q *announceQueue) Receive(b *Burst, _ *Counts) (int, error) {
-	if q.done {
+	if q.taken.Load() {
 		return 0, nil
 	}
-	q.done = true
 	b.SetOne(0, q.frame)
+	q.taken.Store(true)
 	return 1, nil
 }
 
@@ -43,33 +58,34 @@ func (q *announceQueue) Release(*Burst) error { return nil }
 func (q *announceQueue) Waker() Waker         { return Waker{FD: -1} }
 
 // announce sends the RARP of mac from port name (a vhost port whose
-// front-end sent SEND_RARP). It returns at once; the frame is forwarded on
-// a goroutine of its own, which handles a fault on a guest's memory as a
-// worker does (the frame is copied into the other guests' buffers), and
-// done, if set, is called after.
-func (s *Switch) announce(name string, mac net.HardwareAddr, done func()) {
+// front-end sent SEND_RARP). It returns at once: a goroutine puts the
+// frame's queue into the snapshots, waits for worker 0 to take the frame
+// and takes the queue out again.
+func (s *Switch) announce(name string, mac net.HardwareAddr) {
 	frame := vhost.RARPFrame(mac)
+	q := &announceQueue{frame: frame[:]}
 	go func() {
-		if done != nil {
-			defer done()
-		}
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		debug.SetPanicOnFault(true)
-		snap := s.snap.Load()
-		var src *port
-		for _, p := range snap.ports {
-			if p != nil && p.name == name {
-				src = p
-			}
-		}
+		s.mu.Lock()
+		src := s.byName[name]
 		if src == nil || len(src.stats) == 0 {
+			s.mu.Unlock()
 			return // deleted meanwhile
 		}
-		w := &worker{forwarder: forwarder{fdb: s.fdb, taps: &s.caps.table}, sw: s}
-		in := &ingress{port: src, q: &announceQueue{frame: frame[:]}, stats: &src.stats[0]}
-		if _, err := w.forwardSafe(snap, in); err != nil {
-			slog.Warn("announce: RARP not sent", "port", name, "mac", mac.String(), "err", err)
+		in := &ingress{port: src, q: q, stats: &src.stats[0]}
+		s.announcing = append(s.announcing, in)
+		s.publish()
+		s.mu.Unlock()
+
+		deadline := time.Now().Add(announceWait)
+		for !q.taken.Load() && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		s.mu.Lock()
+		s.announcing = slices.DeleteFunc(s.announcing, func(x *ingress) bool { return x == in })
+		s.publish()
+		s.mu.Unlock()
+		if !q.taken.Load() {
+			slog.Warn("announce: RARP not sent: no worker took it", "port", name, "mac", mac.String(), "waited", announceWait)
 			return
 		}
 		slog.Info("announced a migrated guest: RARP sent from its MAC", "port", name, "mac", mac.String())

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xvswitch/xvswitch/portspec"
 	"github.com/xvswitch/xvswitch/vhost"
@@ -80,4 +81,67 @@ func TestVhostPortShowsMigrating(t *testing.T) {
 	if d := detail(); strings.Contains(d, "migrating") {
 		t.Fatalf("after logging: %q", d)
 	}
+}
+
+// TestAnnounceUnderTraffic: RARPs announced while the one worker streams
+// frames between two other guests. The worker transmits without egress
+// locks (it alone polls anything), so a RARP forwarded beside it, as
+// announce once did on a goroutine of its own, wrote the receiving guest's
+// ring under it (the race detector's report; frames lost or the ring
+// broken without it). Every frame and every RARP must arrive, once, and
+// the counters balance.
+func TestAnnounceUnderTraffic(t *testing.T) {
+	s := startTestSwitch(t, Config{Workers: 1})
+	const a, b, mover = 0x0252_5400_0021, 0x0252_5400_0022, 0x0252_5400_0023
+	o := vhosttest.Options{Protocol: vhosttest.ProtocolMigrate, RingSize: 1024}
+	ga := addGuestSpec(t, s, portspec.Vhost{Name: "a"}, a, o)
+	gb := addGuestSpec(t, s, portspec.Vhost{Name: "b"}, b, o)
+	gm := addGuestSpec(t, s, portspec.Vhost{Name: "m"}, mover, o)
+	const frames, rarps = 600, 200
+	ga.fe.PostRx(0, rarps+8)
+	gb.fe.PostRx(0, frames+rarps+8)
+	// b's MAC learned first, so that a's frames go to b alone.
+	gb.fe.Send(0, gb.frameTo(a, 0))
+	ga.receive(t, 0, 1)
+	mac := net.HardwareAddr{0x02, 0x52, 0x54, 0, 0, 0x23}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < rarps; i++ {
+			gm.fe.MustAck(vhosttest.ReqSendRARP, append(append([]byte(nil), mac...), 0, 0))
+		}
+	}()
+	for i := 0; i < frames; i += 20 {
+		batch := make([][]byte, 0, 20)
+		for j := i; j < i+20; j++ {
+			batch = append(batch, ga.frameTo(b, j))
+		}
+		if n := ga.fe.Send(0, batch...); n != len(batch) {
+			t.Fatalf("a sent %d of %d", n, len(batch))
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	<-done
+	want := vhost.RARPFrame(mac)
+	for _, g := range []*guest{ga, gb} {
+		fromA, announced := 0, 0
+		waitFor(t, g.name+"'s frames", func() bool {
+			for _, r := range g.fe.Receive(0) {
+				f := r.Frame
+				switch src := MACKey(f[6:12]); {
+				case src == mover && bytes.Equal(f, want[:]):
+					announced++
+				case src == a && bytes.Equal(f, ga.frameTo(b, fromA)):
+					fromA++
+				default:
+					t.Fatalf("%s received %q", g.name, f)
+				}
+			}
+			return announced == rarps && (g == ga || fromA == frames)
+		})
+		if announced != rarps || g == gb && fromA != frames {
+			t.Fatalf("%s received %d RARPs and %d frames of a's", g.name, announced, fromA)
+		}
+	}
+	balance(t, s)
 }

@@ -43,8 +43,8 @@ func (s *snapshot) withSolo(gen uint64, solo int) *snapshot {
 
 // buildSnapshot spreads every port's receive queues over the workers,
 // round robin in port and queue order, so a multi-queue port's queues land
-// on different workers.
-func buildSnapshot(gen uint64, ports []*port, workers int) *snapshot {
+// on different workers; worker 0 polls extra as well (announce.go).
+func buildSnapshot(gen uint64, ports []*port, workers int, extra []*ingress) *snapshot {
 	s := &snapshot{gen: gen, ports: ports, polls: make([][]*ingress, workers)}
 	i := 0
 	for _, p := range ports {
@@ -57,6 +57,7 @@ func buildSnapshot(gen uint64, ports []*port, workers int) *snapshot {
 			i++
 		}
 	}
+	s.polls[0] = append(s.polls[0], extra...)
 	s.solo = soloWorker(s.polls)
 	return s
 }

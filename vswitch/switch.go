@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,9 @@ type Switch struct {
 	awake  chan struct{}
 	caps   captures    // running captures (capture.go)
 	owners queueOwners // NIC queues owned by VMs (owned.go)
+	// announcing: the queues of RARPs being sent (announce.go), which
+	// worker 0 polls; their ports are in ports.
+	announcing []*ingress
 }
 
 // New makes a switch with no ports; Run starts it.
@@ -60,7 +64,7 @@ func New(cfg Config) (*Switch, error) {
 		default:
 		}
 	}
-	s.snap.Store(buildSnapshot(0, nil, cfg.Workers))
+	s.snap.Store(buildSnapshot(0, nil, cfg.Workers, nil))
 	for i := 0; i < cfg.Workers; i++ {
 		cpu := -1
 		if len(cfg.CPUs) > 0 {
@@ -117,7 +121,8 @@ func (s *Switch) stopWorkers() {
 // one with none solo, each awaited, and only then the new one as it is.
 func (s *Switch) publish() {
 	old := s.snap.Load()
-	snap := buildSnapshot(0, append([]*port(nil), s.ports...), len(s.workers))
+	s.announcing = slices.DeleteFunc(s.announcing, func(in *ingress) bool { return s.byName[in.port.name] != in.port })
+	snap := buildSnapshot(0, append([]*port(nil), s.ports...), len(s.workers), s.announcing)
 	if old.solo != snap.solo {
 		if old.solo >= 0 {
 			s.gen++

@@ -65,7 +65,7 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		}
 	}()
 	p := &vhostPort{spec: spec}
-	p.announce = func(mac net.HardwareAddr) { s.announce(spec.Name, mac, nil) }
+	p.announce = func(mac net.HardwareAddr) { s.announce(spec.Name, mac) }
 	p.state.Store("waiting")
 	var mac net.HardwareAddr
 	var key uint64
