@@ -275,7 +275,12 @@ func (o *ownerSockets) bind(l *vhost.MemoryLayout, nic *nicPort) error {
 				return fmt.Errorf("queue %d: the zero-copy path's timer: %w", q, err)
 			}
 			o.zc[q] = z
-			z.service() // lends what the guest posted already
+			// The worker polling the queue lends what the guest posted
+			// already, at the timer's first tick: not here. A worker
+			// that alone polls anything transmits to the VM's queue
+			// without its egress lock (snapshot.solo), which service's
+			// TryLock would then take beside it.
+			z.retry(true)
 		} else {
 			s.Refill() // the copy path only
 		}
