@@ -1,6 +1,10 @@
 package virtionet
 
-import "github.com/xvswitch/xvswitch/virtq"
+import (
+	"encoding/binary"
+
+	"github.com/xvswitch/xvswitch/virtq"
+)
 
 // TxQueue is the device side of a guest's transmit queue (virtqueue 2k+1):
 // it pops the chains the guest sent and presents each as the frame's
@@ -63,11 +67,16 @@ func (q *TxQueue) Receive(max int) (int, error) {
 		q.ctr.publish()
 		return 0, q.err
 	}
-	// Buffer lengths the short way takes (none with offloads: their
-	// headers need reading).
+	// Buffer lengths the short way takes; from a guest that negotiated
+	// offloads, only behind a header that asks for none (what DPDK writes
+	// for a frame it asks nothing for).
 	hdr, short, long := q.hdrLen, q.hdrLen+EthHeaderLen, q.hdrLen+q.maxFrame
+	// The header bits that send a frame the general way: none from a
+	// guest without offloads (its header is ignored), else NEEDS_CSUM
+	// and any GSO type (header bytes 0 and 1, little-endian).
+	var general uint16
 	if q.offl.Csum {
-		long = -1
+		general = 0xff00 | FlagNeedsCsum
 	}
 	bytes := 0
 	for i := 0; i < n; i++ {
@@ -76,9 +85,10 @@ func (q *TxQueue) Receive(max int) (int, error) {
 		// The short way, for what Linux and DPDK guests send: one
 		// readable buffer holding the header and a frame the switch
 		// passes, from a guest that negotiated no offload (whose header
-		// is ignored). Any other chain goes the general way below,
-		// which would take the same frame from these.
-		if seg := b.ReadableOne(i); len(seg) >= short && len(seg) <= long {
+		// is ignored) or behind a header that asks for none. Any other
+		// chain goes the general way below, which would take the same
+		// frame from these.
+		if seg := b.ReadableOne(i); len(seg) >= short && len(seg) <= long && binary.LittleEndian.Uint16(seg)&general == 0 {
 			q.chainOf[q.frames.n] = uint8(i)
 			q.frames.addOne(seg[hdr:])
 			bytes += len(seg) - hdr

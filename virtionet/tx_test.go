@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand"
+	"reflect"
 	"testing"
 
 	"github.com/xvswitch/xvswitch/virtq"
@@ -240,6 +241,62 @@ func TestTxShortWayBoundaries(t *testing.T) {
 			s.Notifies = 0
 			if s != want {
 				t.Fatalf("stats %+v, want %+v", s, want)
+			}
+		})
+	}
+}
+
+// TestTxShortWayOffloadGuest: from a guest that negotiated offloads the
+// short way takes a one-buffer chain only behind a header whose offload
+// bytes are all zero, and whatever it takes comes out exactly as the
+// general way gives the same frame behind the same header in a chain it
+// does not take (the header in a descriptor of its own): the frames, their
+// lengths and metadata, and the drops. A header that asks for no offload
+// (noise in the unused fields, DATA_VALID) is a plain frame's either way;
+// one with NEEDS_CSUM or a GSO type goes the general way.
+func TestTxShortWayOffloadGuest(t *testing.T) {
+	const mtu = 1500
+	headers := []Header{{}, {HdrLen: 14}, {CsumOffset: 6}, {CsumStart: 34}, {GSOSize: 1448}, {Flags: 2},
+		{Flags: FlagNeedsCsum, CsumStart: 34, CsumOffset: 6}, {Flags: FlagNeedsCsum | 2, CsumStart: 34, CsumOffset: 6},
+		{GSOType: GSOTCPv4, GSOSize: 1448}, {GSOType: GSOECN}}
+	for _, k := range kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(3))
+			lens := []int{EthHeaderLen - 1, EthHeaderLen, 60, MaxFrameLen(mtu), MaxFrameLen(mtu) + 1}
+			var frames [][]byte
+			for _, n := range lens {
+				frames = append(frames, frame(rng, n))
+			}
+			run := func(l txLayout, h Header) ([][]byte, []Offload, Stats) {
+				g := newGuest(t, k, 64, 0)
+				q := NewTxQueue(g.ring, QueueConfig{Index: 1, Features: featV1 | featOffloads, MaxFrame: MaxFrameLen(mtu)})
+				for _, fr := range frames {
+					g.sendWithHeader(h, fr, l)
+				}
+				if n, err := q.Receive(virtq.MaxBurst); err != nil || n != len(frames) {
+					t.Fatalf("Receive = %d, %v", n, err)
+				}
+				f := q.Frames()
+				var got [][]byte
+				var offs []Offload
+				for i := 0; i < f.Len(); i++ {
+					got = append(got, gather(f, i))
+					offs = append(offs, f.Offload(i))
+				}
+				s := q.Snapshot()
+				s.Notifies = 0
+				return got, offs, s
+			}
+			for _, h := range headers {
+				short, shortOff, shortStats := run(hdrCombined, h)
+				general, generalOff, generalStats := run(hdrOwnDesc, h)
+				if !reflect.DeepEqual(short, general) || !reflect.DeepEqual(shortOff, generalOff) || shortStats != generalStats {
+					t.Fatalf("header %+v: one buffer gave %d frames %v, %+v; the general way %d frames %v, %+v",
+						h, len(short), shortOff, shortStats, len(general), generalOff, generalStats)
+				}
+				if h == (Header{}) && len(short) != 3 {
+					t.Fatalf("plain header: %d frames, want the 3 of 14 to %d bytes", len(short), MaxFrameLen(mtu))
+				}
 			}
 		})
 	}
