@@ -65,13 +65,7 @@ func TestResumeAfterFrontEndDrops(t *testing.T) {
 				if tc.torn {
 					r.add(1, 1, 1)
 					r.pop(3)
-					idx, wrap := r.r.State()>>16&0x7fff, r.r.State()>>31 != 0
-					r.push(3)
-					avail := uint16(drivertest.PackedUsed)
-					if wrap {
-						avail = drivertest.PackedAvail
-					}
-					binary.LittleEndian.PutUint16(r.d.Desc()[idx*16+14:], avail)
+					r.pushTorn(3)
 					reaps += 3
 				}
 				r.add(tc.a...)

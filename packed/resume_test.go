@@ -120,6 +120,23 @@ func (r *resumer) crash(base uint32) {
 	}
 }
 
+// pushTorn pushes the oldest k held chains as a device killed in the
+// middle of that Push leaves them: every used descriptor written but the
+// first one's flags, which keep what the driver wrote (its lap's avail
+// bits); its id and length are as the device left them. It returns that
+// descriptor's slot.
+func (r *resumer) pushTorn(k int) uint32 {
+	r.t.Helper()
+	idx, wrap := r.r.State()>>16&0x7fff, r.r.State()>>31 != 0
+	r.push(k)
+	avail := uint16(drivertest.PackedUsed)
+	if wrap {
+		avail = drivertest.PackedAvail
+	}
+	binary.LittleEndian.PutUint16(r.d.Desc()[idx*16+14:], avail)
+	return idx
+}
+
 // deviceUsed is where the current device writes its next used descriptor.
 func (r *resumer) deviceUsed() uint32 { return r.r.State() >> 16 }
 
@@ -365,16 +382,7 @@ func TestResumeCompletesTornBatch(t *testing.T) {
 				r.traffic(laps)
 				r.add(1, 1, 1, 1, 1)
 				r.pop(5)
-				idx, wrap := r.r.State()>>16&0x7fff, r.r.State()>>31 != 0
-				r.push(4)
-				// Undo the release: the first slot's flags as the driver
-				// wrote them (its lap's avail bits), id and length as
-				// the device left them.
-				avail := uint16(drivertest.PackedUsed)
-				if wrap {
-					avail = drivertest.PackedAvail
-				}
-				binary.LittleEndian.PutUint16(r.d.Desc()[idx*16+14:], avail)
+				r.pushTorn(4)
 				r.crash(packed.InitialState)
 				if n := r.reap(); n != 4 {
 					t.Fatalf("reaped %d chains of the torn batch, want 4", n)
@@ -479,14 +487,8 @@ func TestResumeTornBatchDriverMidChain(t *testing.T) {
 						r.add(1)
 					}
 					r.pop(batch)
-					idx, wrap := r.r.State()>>16&0x7fff, r.r.State()>>31 != 0
-					r.push(batch)
+					idx := r.pushTorn(batch)
 					want := r.deviceUsed()
-					avail := uint16(drivertest.PackedUsed)
-					if wrap {
-						avail = drivertest.PackedAvail
-					}
-					binary.LittleEndian.PutUint16(r.d.Desc()[idx*16+14:], avail)
 					if k >= 2 && k > r.d.FreeSlots() {
 						break
 					}
