@@ -24,7 +24,6 @@ import (
 // too, port security applies (a port whose mac= differs drops it as
 // spoofed), and it is counted as one frame received from the guest's
 // port, so the counters balance as for any flood.
-
 //
 // The frame goes through a worker, as an ingress queue of the guest's
 // port that worker 0 polls for as long as it takes (Switch.announcing,
