@@ -155,7 +155,9 @@ func (s *testSession) deviceReceive(t *testing.T) [][]byte {
 		fr.Peek(i, b)
 		out = append(out, b)
 	}
-	if lb := a.Tx.LastBurst(); n != len(out)+int(lb.Dropped()) {
+	// Chains a resumed ring dropped at its start are counted in the
+	// first burst without being popped by it.
+	if lb := a.Tx.LastBurst(); n != len(out)+int(lb.Dropped()-lb.Drops[virtionet.DropResumeDropped]) {
 		t.Fatalf("popped %d chains, %d frames, %d dropped", n, len(out), lb.Dropped())
 	}
 	if err := a.Tx.Complete(); err != nil {

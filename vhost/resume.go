@@ -25,10 +25,11 @@ import (
 // position its descriptors give when the front-end's base disagrees with
 // them; resumed says it did, or that Resume used chains itself (a batch
 // the dead back-end was publishing, chains a front-end's own run cut off):
-// either way the guest is to be interrupted.
-func (d *Device) startBase(s *session, q *Queue, cfg virtq.Config) (base uint32, resumed bool) {
+// either way the guest is to be interrupted. dropped is how many chains
+// the guest queued Resume completed unsent, for the queue's drop counters.
+func (d *Device) startBase(s *session, q *Queue, cfg virtq.Config) (base uint32, resumed bool, dropped int) {
 	if !s.packed() || q.ctl.baseOwn {
-		return cfg.Base, false
+		return cfg.Base, false, 0
 	}
 	res, err := packed.Resume(cfg)
 	if res.Dropped > 0 {
@@ -45,9 +46,9 @@ func (d *Device) startBase(s *session, q *Queue, cfg virtq.Config) (base uint32,
 	case res.Base != cfg.Base:
 		d.log.Warn("vhost: the front-end's base for a packed ring is not where its descriptors say the device stopped (a back-end died?); resuming from the descriptors",
 			"queue", q.index, "base", fmt.Sprintf("%#x", cfg.Base), "resumed", fmt.Sprintf("%#x", res.Base))
-		return res.Base, true
+		return res.Base, true, res.Dropped
 	}
-	return res.Base, res.Dropped > 0 || res.Torn
+	return res.Base, res.Dropped > 0 || res.Torn, res.Dropped
 }
 
 // signalResumed interrupts the guest once on a ring that resumed: the dead

@@ -7,6 +7,7 @@ import (
 
 	"github.com/xvswitch/xvswitch/vhost"
 	"github.com/xvswitch/xvswitch/vhost/vhosttest"
+	"github.com/xvswitch/xvswitch/virtionet"
 )
 
 // TestBackEndRestart: a device moves frames both ways over rings small
@@ -106,6 +107,11 @@ func TestBackEndRestartFrontEndDrops(t *testing.T) {
 	}
 	c.rxNext = n + 4 // the frames in between went only one way
 	c.both(s, n+4, n+4+45)
+	// The two frames before QEMU's run (slots 14 and 15) were dropped by
+	// the new device, and counted: in = out + dropped on its queue.
+	if st := d2.TxQueue(0).Stats(); st.Drops[virtionet.DropResumeDropped] != 2 || st.Dropped() != 2 || st.Packets != 45 {
+		t.Fatalf("restarted device's TX counters %+v: want 45 frames and 2 resume_dropped", st)
+	}
 }
 
 // smallSeqFrame is frame n of a stream in one buffer of 256 with its

@@ -52,7 +52,7 @@ func (d *Device) tryStart(s *session, q *Queue) error {
 	if c.act != nil || !c.startable(s) {
 		return nil
 	}
-	resumed := false
+	resumed, dropped := false, 0
 	if c.ring == nil {
 		cfg := virtq.Config{
 			Mem: s.ringMem(), Size: uint16(c.num),
@@ -61,7 +61,7 @@ func (d *Device) tryStart(s *session, q *Queue) error {
 			// The guest's transmit queues (odd indexes) are only read.
 			ReadOnly: q.index%2 == 1,
 		}
-		cfg.Base, resumed = d.startBase(s, q, cfg)
+		cfg.Base, resumed, dropped = d.startBase(s, q, cfg)
 		r, err := d.cfg.newRing(s.packed(), cfg)
 		if err != nil {
 			return fmt.Errorf("%w: queue %d: %w", ErrBadMessage, q.index, err)
@@ -69,6 +69,10 @@ func (d *Device) tryStart(s *session, q *Queue) error {
 		c.ring = r
 	}
 	d.ensureNetQueue(s, q)
+	if t := q.tx.Load(); t != nil {
+		// Counted by the queue's next burst (virtionet/resumedrops.go).
+		t.AddResumeDrops(dropped)
+	}
 	c.act = d.newActive(s, q)
 	q.publish(c.act)
 	if resumed {

@@ -41,6 +41,12 @@ const (
 	DropGSOWithoutCsum
 	// DropGSOTooLong: a GSO frame longer than MaxGSOFrameLen.
 	DropGSOTooLong
+	// DropResumeDropped: a chain the guest had queued on its transmit
+	// ring when its back-end restarted, which the ring's start completed
+	// unsent because the front-end had served the ring meanwhile and
+	// dropped the chains after it (packed.Resumed.Dropped,
+	// docs/reconnect.md). The back-end that died may have sent some.
+	DropResumeDropped
 
 	// NumDropReasons sizes arrays indexed by DropReason.
 	NumDropReasons
@@ -59,6 +65,7 @@ var dropNames = [NumDropReasons]string{
 	DropBadGSOSize:          "bad_gso_size",
 	DropGSOWithoutCsum:      "gso_without_csum",
 	DropGSOTooLong:          "gso_too_long",
+	DropResumeDropped:       "resume_dropped",
 }
 
 // String returns the reason's name as stats and logs show it.

@@ -2,6 +2,7 @@ package virtionet
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 
 	"github.com/xvswitch/xvswitch/virtq"
 )
@@ -23,6 +24,9 @@ type TxQueue struct {
 	// held is what Hold keeps past Complete (txhold.go).
 	chainOf [virtq.MaxBurst]uint8
 	held    txHeld
+	// resumeDropped: chains the ring's start completed unsent
+	// (resumedrops.go), for the next Receive to count.
+	resumeDropped atomic.Uint32
 }
 
 // NewTxQueue returns a TX queue over ring (nil for a stopped queue).
@@ -50,6 +54,9 @@ func (q *TxQueue) Receive(max int) (int, error) {
 	q.returnAbandoned()
 	q.frames.Reset()
 	q.ctr.begin()
+	if q.resumeDropped.Load() != 0 {
+		q.countResumeDrops()
+	}
 	if q.err != nil {
 		return 0, q.err
 	}

@@ -27,6 +27,7 @@ const (
 	DropVLANTagged                 // a tagged frame arrived on an access port (vlan=N alone)
 	DropVLANNotTrunked             // its VLAN is not one the port carries (trunk=)
 	DropVLANUntagged               // an untagged frame arrived on a trunk without a native VLAN
+	DropResumeDropped              // a guest's queued frame completed unsent when its ring resumed after a restart (docs/reconnect.md)
 	NumDrops
 )
 
@@ -51,6 +52,7 @@ var dropNames = [NumDrops]string{
 	DropVLANTagged:     "vlan_tagged_on_access",
 	DropVLANNotTrunked: "vlan_not_in_trunk",
 	DropVLANUntagged:   "vlan_untagged_on_trunk",
+	DropResumeDropped:  "resume_dropped",
 }
 
 // String is the reason's name in `show stats` and the metrics.

@@ -37,4 +37,5 @@ var virtioDrop = [virtionet.NumDropReasons]Drop{
 	virtionet.DropBadGSOSize:          DropBadGSOSize,
 	virtionet.DropGSOWithoutCsum:      DropGSOWithoutCsum,
 	virtionet.DropGSOTooLong:          DropGSOTooLong,
+	virtionet.DropResumeDropped:       DropResumeDropped,
 }
