@@ -113,17 +113,3 @@ func getsockoptStatistics(fd int) (unix.XDPStatistics, error) {
 	}
 	return st, nil
 }
-
-// sendtoKick is sendto(fd, NULL, 0, MSG_DONTWAIT, NULL, 0): it asks the
-// kernel to process the TX ring. Raw errno, no allocation.
-func sendtoKick(fd int) unix.Errno {
-	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
-	return e
-}
-
-// recvfromWake is recvfrom(fd, NULL, 0, MSG_DONTWAIT, NULL, NULL): it wakes
-// the RX path (need_wakeup on the fill ring) or drives busy polling.
-func recvfromWake(fd int) unix.Errno {
-	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
-	return e
-}
