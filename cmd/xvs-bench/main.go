@@ -190,7 +190,6 @@ func parseFlags(args []string) (options, error) {
 }
 
 func main() {
-	spinIfAsked()
 	o, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "xvs-bench:", err)

@@ -23,26 +23,35 @@ import (
 	"runtime"
 	"strconv"
 	"syscall"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/xvswitch/xvswitch/test/hostprobe"
 )
 
-// spinEnv names the CPU a re-executed xvs-bench spins on.
+// spinEnv marks a spinner process (its value: the CPU it spins on), so
+// that it can be found.
 const spinEnv = "XVS_BENCH_SPIN_CPU"
 
-// startSpinners starts one spinner process per CPU (xvs-bench itself,
-// re-executed) and returns a function that stops them. They die with the
-// bench if it is killed: their parent-death signal is tied to the thread
-// that started them, so that thread is one kept for them (locked, alive
-// until stop), not whichever thread the caller runs on, which the runtime
-// may end earlier.
+// spinCommand is a spinner: a shell loop of builtins, pinned to cpu
+// (taskset) at SCHED_IDLE (chrt -i 0; util-linux, in every Debian), every
+// thread of it. It was a re-executed xvs-bench until 2026-12-06: its
+// spinning thread was SCHED_IDLE, but its Go runtime's threads were not
+// (sysmon, and the thread a preempted locked goroutine hands its P to), and
+// they preempted the switch's worker on its CPU 51-198 times a second for
+// 20-76 us each (perf sched_switch on that CPU, 1 s, three runs: the
+// worker switched out runnable, a spinner's thread next); with the shell,
+// once in a 1 s trace (the SCHED_IDLE share, one slice of ~4 ms). DPDK's
+// lcore met the same. A shell has one thread and no runtime.
+func spinCommand(cpu int) *exec.Cmd {
+	c := exec.Command("taskset", "-c", strconv.Itoa(cpu), "chrt", "-i", "0", "sh", "-c", "while :; do :; done")
+	c.Env = append(os.Environ(), spinEnv+"="+strconv.Itoa(cpu))
+	return c
+}
+
+// startSpinners starts one spinner process per CPU and returns a function
+// that stops them. They die with the bench if it is killed: their
+// parent-death signal (kept across taskset's and chrt's exec) is tied to
+// the thread that started them, so that thread is one kept for them
+// (locked, alive until stop), not whichever thread the caller runs on,
+// which the runtime may end earlier.
 func startSpinners(cpus []int) (func(), error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
 	started := make(chan error)
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -58,8 +67,7 @@ func startSpinners(cpus []int) (func(), error) {
 			}
 		}()
 		for _, cpu := range cpus {
-			c := exec.Command(self)
-			c.Env = append(os.Environ(), spinEnv+"="+strconv.Itoa(cpu), "GOMAXPROCS=1")
+			c := spinCommand(cpu)
 			c.Stderr = os.Stderr
 			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			if err := c.Start(); err != nil {
@@ -76,28 +84,4 @@ func startSpinners(cpus []int) (func(), error) {
 		return nil, err
 	}
 	return func() { close(stop); <-done }, nil
-}
-
-// spinIfAsked is the spinner's life, when the environment asks for one:
-// pinned to its CPU at SCHED_IDLE, it loops until killed.
-func spinIfAsked() {
-	v, ok := os.LookupEnv(spinEnv)
-	if !ok {
-		return
-	}
-	cpu, err := strconv.Atoi(v)
-	if err == nil {
-		runtime.LockOSThread()
-		_, err = hostprobe.PinThread(cpu)
-	}
-	if err == nil {
-		err = unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "xvs-bench spinner: %v\n", err)
-		os.Exit(1)
-	}
-	//lint:ignore SA5002 spinning is the spinner's job: at SCHED_IDLE it uses only what nothing else wants
-	for {
-	}
 }

@@ -4,21 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestMain lets the spinners this package's tests start (the test binary,
-// re-executed) spin instead of running the tests.
-func TestMain(m *testing.M) {
-	spinIfAsked()
-	os.Exit(m.Run())
-}
-
-// TestSpinners: each spinner is a process with one thread pinned to its
-// CPU at SCHED_IDLE (policy 5) that uses that CPU, and stop ends them.
+// TestSpinners: each spinner is a process pinned to its CPU whose every
+// thread is SCHED_IDLE (policy 5), so that nothing of it can preempt a
+// switch's worker, and stop ends them.
 func TestSpinners(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs")
@@ -33,43 +26,58 @@ func TestSpinners(t *testing.T) {
 			stop()
 		}
 	}()
-	self, _ := os.Executable()
 	found := map[string]bool{}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(found) < 2 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		tasks, _ := filepath.Glob("/proc/[0-9]*/task/[0-9]*")
-		for _, task := range tasks {
-			pid := strings.Split(task, "/")[2]
-			if exe, _ := os.Readlink("/proc/" + pid + "/exe"); exe != self || pid == strconv.Itoa(os.Getpid()) {
-				continue
-			}
-			sched, _ := os.ReadFile(task + "/sched")
-			status, _ := os.ReadFile(task + "/status")
-			if !strings.Contains(string(sched), "policy") || !policyIdle(string(sched)) {
-				continue
-			}
-			for _, line := range strings.Split(string(status), "\n") {
-				if cpus, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-					found[strings.TrimSpace(cpus)] = true
+		for pid, cpu := range spinnerPIDs() {
+			tasks, _ := filepath.Glob("/proc/" + pid + "/task/[0-9]*")
+			ok := len(tasks) > 0
+			for _, task := range tasks {
+				sched, _ := os.ReadFile(task + "/sched")
+				status, _ := os.ReadFile(task + "/status")
+				if !policyIdle(string(sched)) || allowedCPUs(string(status)) != cpu {
+					ok = false // not yet through taskset and chrt, or wrong
 				}
+			}
+			if ok {
+				found[cpu] = true
 			}
 		}
 	}
 	if !found["0"] || !found["1"] {
-		t.Fatalf("SCHED_IDLE threads of the spinners found on CPUs %v, want 0 and 1", found)
+		t.Fatalf("spinners with every thread SCHED_IDLE and pinned found on CPUs %v, want 0 and 1", found)
 	}
 	stop()
 	stopped = true
-	tasks, _ := filepath.Glob("/proc/[0-9]*/exe")
-	for _, exe := range tasks {
-		pid := strings.Split(exe, "/")[2]
-		if target, _ := os.Readlink(exe); target == self && pid != strconv.Itoa(os.Getpid()) {
-			if env, _ := os.ReadFile("/proc/" + pid + "/environ"); strings.Contains(string(env), spinEnv) {
-				t.Errorf("spinner %s still runs after stop", pid)
+	if left := spinnerPIDs(); len(left) != 0 {
+		t.Errorf("spinners %v still run after stop", left)
+	}
+}
+
+// spinnerPIDs maps the processes whose environment marks them spinners
+// to the CPU it names.
+func spinnerPIDs() map[string]string {
+	out := map[string]string{}
+	envs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, e := range envs {
+		env, _ := os.ReadFile(e)
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if cpu, ok := strings.CutPrefix(kv, spinEnv+"="); ok {
+				out[strings.Split(e, "/")[2]] = cpu
 			}
 		}
 	}
+	return out
+}
+
+func allowedCPUs(status string) string {
+	for _, line := range strings.Split(status, "\n") {
+		if cpus, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(cpus)
+		}
+	}
+	return ""
 }
 
 func policyIdle(sched string) bool {
