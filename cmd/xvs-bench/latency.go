@@ -42,9 +42,14 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // probeRTT measures round trips from the namespace's interface to the
 // guest's MAC and back (the guest's testpmd swaps the MACs), one probe in
 // flight at a time, until probes have come back (or limit passed: then
-// fewer). The prober's thread is pinned to cpu. A probe not back within
-// 50 ms is lost.
-func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu, size, probes int, limit time.Duration) (*Latency, error) {
+// fewer). The prober's thread is pinned to cpu, and with rt runs at
+// SCHED_FIFO priority 1: cpu is the guest's, whose testpmd polls flat out,
+// and a prober of normal priority woken by an answer waited there for a
+// scheduler slice now and then (milliseconds, in either switch's runs),
+// which is the host's scheduler and not the switch. It blocks in read
+// between probes, so it takes that CPU only to send and to read. A probe
+// not back within 50 ms is lost.
+func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu int, rt bool, size, probes int, limit time.Duration) (*Latency, error) {
 	src, err1 := net.ParseMAC(srcMAC)
 	dst, err2 := net.ParseMAC(dstMAC)
 	if err := errors.Join(err1, err2); err != nil {
@@ -58,6 +63,11 @@ func probeRTT(ns *netns.Namespace, ifname, srcMAC, dstMAC string, cpu, size, pro
 	err := ns.Do(func() error {
 		if _, err := hostprobe.PinThread(cpu); err != nil {
 			return fmt.Errorf("prober: %w", err)
+		}
+		if rt {
+			if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
+				return fmt.Errorf("prober: SCHED_FIFO: %w", err)
+			}
 		}
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {

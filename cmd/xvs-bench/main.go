@@ -55,6 +55,8 @@ type options struct {
 	// keepBusy: a SCHED_IDLE spinner on each of the bench's CPUs for the
 	// whole run, so that neither vCPU halts (spin.go).
 	keepBusy bool
+	// proberRT: scenario 6's prober thread at SCHED_FIFO (latency.go).
+	proberRT bool
 	// hugeDir: a hugetlbfs mount the guests' and DPDK's testpmds take
 	// their memory from (2 MiB pages), instead of 4 KiB pages.
 	hugeDir string
@@ -103,6 +105,7 @@ func parseFlags(args []string) (options, error) {
 	// runtime's CPUs must have room").
 	fs.StringVar(&o.runtimeCPUs, "runtime-cpus", "", "CPUs of xvswitch's process (taskset; its Go runtime's threads), its worker pinned to CPU 1 by --cpus; empty (the default): not pinned, the runtime may use the worker's CPU while the worker is parked")
 	fs.StringVar(&o.hugeDir, "huge-dir", "", "a hugetlbfs mount with free 2 MiB pages (vm.nr_hugepages; 256 MiB per testpmd, two or three at a time): the guests' memory and DPDK's come from it, as a QEMU guest's does when hugepages back it, instead of 4 KiB pages (--no-huge)")
+	fs.BoolVar(&o.proberRT, "prober-rt", true, "latency (scenario 6): run the prober's thread at SCHED_FIFO priority 1, so that it does not wait behind the guest's busy testpmd on their shared CPU for a scheduler slice (it blocks between probes: it takes that CPU only to send and to read)")
 	fs.BoolVar(&o.keepBusy, "keep-cpus-busy", true, "run a SCHED_IDLE spinner on CPUs 0 and 1 for the whole bench, so that neither vCPU halts when the threads on it block (on a virtual machine a halted vCPU is one the hypervisor may give away: steal time); the spinner runs only when nothing else on its CPU can")
 	fs.DurationVar(&o.profileDuration, "profile-duration", 5*time.Second, "-profile: the profiled run's measured window")
 	fs.StringVar(&o.profile, "profile", "", "profile xvswitch's worker with perf in one extra run per case of scenarios 1-3 and 5, writing `DIR`/profile-<scenario>-<ring>-<size>.txt")

@@ -338,7 +338,7 @@ func (b *bench) build(t *runT, c Case, sys string) *topo {
 		tp.guestPid = g.Pid()
 		tp.start = startAll(sw, g)
 		tp.probe = func(probes int, limit time.Duration) (*Latency, error) {
-			return probeRTT(v.NS, v.Inner, innerMAC, guestMAC0, guestCPU, c.Size, probes, limit)
+			return probeRTT(v.NS, v.Inner, innerMAC, guestMAC0, guestCPU, b.opt.proberRT, c.Size, probes, limit)
 		}
 
 	case 7: // idle: a NIC and a connected guest, no traffic.
