@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/xvswitch/xvswitch/vhost"
@@ -38,18 +37,21 @@ import (
 // snapshots when no worker takes its frame (workers not running).
 const announceWait = 2 * time.Second
 
-// announceQueue is an ingress queue that yields one frame, once.
+// announceQueue is an ingress queue that yields one frame, once, and
+// closes taken when it has. Only worker 0 polls it (sent is its own).
 type announceQueue struct {
 	frame []byte
-	taken atomic.Bool
+	sent  bool
+	taken chan struct{}
 }
 
 func (q *announceQueue) Receive(b *Burst, _ *Counts) (int, error) {
-	if q.taken.Load() {
+	if q.sent {
 		return 0, nil
 	}
+	q.sent = true
 	b.SetOne(0, q.frame)
-	q.taken.Store(true)
+	close(q.taken)
 	return 1, nil
 }
 
@@ -62,7 +64,7 @@ func (q *announceQueue) Waker() Waker         { return Waker{FD: -1} }
 // and takes the queue out again.
 func (s *Switch) announce(name string, mac net.HardwareAddr) {
 	frame := vhost.RARPFrame(mac)
-	q := &announceQueue{frame: frame[:]}
+	q := &announceQueue{frame: frame[:], taken: make(chan struct{})}
 	go func() {
 		s.mu.Lock()
 		src := s.byName[name]
@@ -75,15 +77,17 @@ func (s *Switch) announce(name string, mac net.HardwareAddr) {
 		s.publish()
 		s.mu.Unlock()
 
-		deadline := time.Now().Add(announceWait)
-		for !q.taken.Load() && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
+		taken := false
+		select {
+		case <-q.taken:
+			taken = true
+		case <-time.After(announceWait):
 		}
 		s.mu.Lock()
 		s.announcing = slices.DeleteFunc(s.announcing, func(x *ingress) bool { return x == in })
 		s.publish()
 		s.mu.Unlock()
-		if !q.taken.Load() {
+		if !taken {
 			slog.Warn("announce: RARP not sent: no worker took it", "port", name, "mac", mac.String(), "waited", announceWait)
 			return
 		}
