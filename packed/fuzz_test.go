@@ -53,6 +53,24 @@ func FuzzPackedPop(f *testing.F) {
 	})
 }
 
+// FuzzPackedFill plays the same inputs as FuzzPackedPop with a Fill before
+// each round's Pop (on a twin of the ring, the memory put back after it),
+// checked against popping one by one (checkFill).
+func FuzzPackedFill(f *testing.F) {
+	m, err := drivertest.NewAdjacentMem(fuzzRegion)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(m.Close)
+	for _, s := range fuzzSeeds(m) {
+		f.Add(s)
+	}
+	fz := &fuzzer{m: m, used: make([]virtq.Used, 0, virtq.MaxBurst), fill: true}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fz.run(t, data)
+	})
+}
+
 // fuzzer holds what fuzz iterations reuse: guest memory and bursts (ref
 // for the reference ring, see checkSameAsOneByOne).
 type fuzzer struct {
@@ -60,6 +78,9 @@ type fuzzer struct {
 	b    virtq.Burst
 	ref  virtq.Burst
 	used []virtq.Used
+	// fill: check a Fill in every round (FuzzPackedFill).
+	fill bool
+	job  virtq.FillJob
 }
 
 // run plays one input: it returns how many chains were popped in all and
@@ -109,6 +130,9 @@ func (fz *fuzzer) run(t *testing.T, data []byte) (popped int, hostile error) {
 			r.EnableKicks()
 		} else {
 			r.DisableKicks()
+		}
+		if fz.fill {
+			fz.checkFill(t, cfg, r.State(), burst)
 		}
 		// A twin of the ring in the same state, for the reference pops:
 		// every chain is popped back to the driver at the end of a round.

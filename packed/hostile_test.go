@@ -199,6 +199,23 @@ func runHostile(t *testing.T, cases []hostileCase) {
 			}
 			assertBroken(t, e)
 		})
+		t.Run(tc.name+"/fill first", func(t *testing.T) {
+			// The receive path's Fill before the Pop: it places what
+			// Pop would have taken legitimately and stops before the
+			// hostile descriptor, or finds it itself; either way the
+			// ring fails as it does without it.
+			e := newEnv(t, tc.size, tc.features, 8<<20)
+			tc.setup(e)
+			j := fillFrames(virtq.MaxBurst, func(int) int { return 1 })
+			_, err := e.r.Fill(j)
+			if err == nil {
+				_, err = e.r.Pop(&e.b, virtq.MaxBurst)
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Fill then Pop: %v, want %v", err, tc.want)
+			}
+			assertBroken(t, e)
+		})
 	}
 }
 

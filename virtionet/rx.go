@@ -66,6 +66,11 @@ type RxQueue struct {
 	// migration), else nil (dirtylog.go).
 	dirty *guestmem.Memory
 
+	// filler is the ring's one-pass receive path, or nil (rxfill.go);
+	// fill is its work, reused.
+	filler virtq.Filler
+	fill   virtq.FillJob
+
 	// lent: buffers lent out to the zero-copy receive path (rxlend.go).
 	lent rxLent
 
@@ -82,6 +87,7 @@ func NewRxQueue(ring virtq.Ring, cfg QueueConfig) *RxQueue {
 	q.init(ring, cfg)
 	q.mrg = virtq.Has(cfg.Features, FeatureMrgRxbuf)
 	q.dirty = loggedMemory(ring)
+	q.filler = fillerOf(ring)
 	return q
 }
 
@@ -112,7 +118,15 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 	q.delivered = 0
 	q.busy = true
 	defer q.unwind()
+	fill := true // until the Filler places nothing (rxfill.go)
 	for i := 0; i < f.n; i++ {
+		if fill && q.filling() {
+			if n := q.fillRun(f, i); n > 0 {
+				i += n - 1
+				continue
+			}
+			fill = false
+		}
 		if n := q.placeRun(f, i); n > 0 {
 			i += n - 1
 			continue
@@ -504,6 +518,7 @@ func (q *RxQueue) Reset(ring virtq.Ring) {
 	}
 	q.ring = ring
 	q.dirty = loggedMemory(ring)
+	q.filler = fillerOf(ring)
 	q.err = nil
 	q.nused = 0
 	q.stagedFrames, q.stagedBytes = 0, 0

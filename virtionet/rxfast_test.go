@@ -7,18 +7,27 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xvswitch/xvswitch/virtq"
 	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
 
-// TestRxFaultInFastRun: a run of single-buffer frames (placeRun) whose
-// third buffer sits in memory whose file was truncated. The fault unwinds
-// the first pass; nothing of the run reaches the used ring, all of it counts
-// as memory_fault, the buffers stay held and Flush returns them unused, and
-// the next Deliver into fresh buffers is whole.
+// TestRxFaultInFastRun: a run of single-buffer frames whose third buffer
+// sits in memory whose file was truncated. The fault unwinds the run's
+// first pass; nothing of the run reaches the used ring and all of it counts
+// as memory_fault. Through placeRun (split, packed with IN_ORDER) the
+// buffers stay held and Flush returns them unused, and the next Deliver
+// goes into fresh buffers; through the packed ring's Fill nothing was
+// popped, so once the memory is back (the file grown again) the next
+// Deliver goes into the same buffers. Either way that Deliver is whole.
 func TestRxFaultInFastRun(t *testing.T) {
-	for _, k := range kinds {
+	type variant struct {
+		kind    ringKind
+		inOrder bool
+	}
+	for _, v := range []variant{{kindPacked, false}, {kindPacked, true}, {kindSplit, false}} {
 		for _, mrg := range []bool{true, false} {
-			t.Run(k.String()+map[bool]string{true: "/mrg"}[mrg], func(t *testing.T) {
+			name := v.kind.String() + map[bool]string{true: "/in-order"}[v.inOrder] + map[bool]string{true: "/mrg"}[mrg]
+			t.Run(name, func(t *testing.T) {
 				m, fds, err := drivertest.NewSharedMem(1<<20, 1<<20, 1<<20)
 				if err != nil {
 					t.Fatal(err)
@@ -29,12 +38,16 @@ func TestRxFaultInFastRun(t *testing.T) {
 						unix.Close(fd)
 					}
 				})
-				var feat uint64
+				var feat, ringFeat uint64
 				if mrg {
 					feat = featMrg
 				}
-				g := newGuestOn(t, m, k, 64, 0)
-				q := NewRxQueue(g.ring, QueueConfig{Features: featV1 | feat})
+				if v.inOrder {
+					ringFeat = 1 << virtq.FeatureInOrder
+				}
+				g := newGuestOn(t, m, v.kind, 64, ringFeat)
+				q := NewRxQueue(g.ring, QueueConfig{Features: featV1 | feat | ringFeat})
+				filled := q.filler != nil && !v.inOrder
 				ids := []uint16{g.post(2048), g.post(2048),
 					g.add([]buf{{Addr: m.Alloc(2, 2048, 64), Len: 2048, Write: true}}), // doomed
 					g.post(2048)}
@@ -46,15 +59,19 @@ func TestRxFaultInFastRun(t *testing.T) {
 				if r := deliverFault(q, framesOf(fs...)); !isMemoryFault(r) {
 					t.Fatalf("Deliver unwound with %v, want a memory fault", r)
 				}
-				if q.Held() != 4 {
-					t.Fatalf("%d buffers held after the fault, want 4", q.Held())
+				held := 4
+				if filled {
+					held = 0
+				}
+				if q.Held() != held {
+					t.Fatalf("%d buffers held after the fault, want %d", q.Held(), held)
 				}
 				if err := q.Flush(); err != nil {
 					t.Fatal(err)
 				}
 				cs := g.reap()
-				if len(cs) != 4 {
-					t.Fatalf("%d buffers used after the flush, want 4", len(cs))
+				if len(cs) != held {
+					t.Fatalf("%d buffers used after the flush, want %d", len(cs), held)
 				}
 				for i, c := range cs {
 					if c.id != ids[i] || c.n != 0 {
@@ -62,13 +79,27 @@ func TestRxFaultInFastRun(t *testing.T) {
 					}
 				}
 				checkStats(t, q.Snapshot(), 0, 0, map[DropReason]int{DropMemoryFault: 4})
-				for i := 0; i < 4; i++ {
-					g.post(2048)
+				if filled {
+					if err := unix.Ftruncate(fds[2], 1<<20); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					for i := 0; i < 4; i++ {
+						g.post(2048)
+					}
 				}
 				if n, err := q.Deliver(framesOf(fs...)); n != 4 || err != nil {
 					t.Fatalf("Deliver after the fault: %d, %v", n, err)
 				}
-				got, err := g.received(g.reap(), HeaderLen, mrg)
+				cs = g.reap()
+				if filled {
+					for i, c := range cs {
+						if c.id != ids[i] {
+							t.Fatalf("used %d: buffer %d, want %d", i, c.id, ids[i])
+						}
+					}
+				}
+				got, err := g.received(cs, HeaderLen, mrg)
 				if err != nil || len(got) != 4 {
 					t.Fatalf("received %d frames: %v", len(got), err)
 				}

@@ -1,0 +1,62 @@
+package virtionet
+
+import "github.com/xvswitch/xvswitch/virtq"
+
+// The one-pass receive path: a ring that implements virtq.Filler (the
+// packed ring) takes a run of one-segment frames straight into its
+// buffers, each popped, written and used in one pass, without the held
+// bursts and staged used entries of placeRun and the general path. It
+// applies only where those hold nothing: the frames before the run are
+// then all published, so the guest still sees the frames in order, and
+// no buffer popped earlier is passed over.
+
+// The head a Filler writes is the virtio-net header of virtio 1.x.
+const _ = uint(HeaderLen-virtq.FillHeadLen) + uint(virtq.FillHeadLen-HeaderLen)
+
+// fillRun delivers frames i.. of f through the ring's Filler, up to the
+// first frame that does not qualify (fastFrame) or buffer that does not
+// (see virtq.Filler), and returns how many it delivered.
+func (q *RxQueue) fillRun(f *Frames, i int) int {
+	j := &q.fill
+	n := 0
+	for k := i; k < f.n && n < virtq.MaxBurst && q.fastFrame(f, k); k++ {
+		j.Src[n] = f.segs[k][0]
+		lo, hi := f.rxHeader(k, 1)
+		j.Head[n] = virtq.FillHead{Lo: lo, Hi: hi}
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	j.N = n
+	q.unplaced = f.n - i
+	done, err := q.filler.Fill(j)
+	if err != nil {
+		q.fail("fill", err)
+		return 0
+	}
+	if done == 0 {
+		return 0
+	}
+	bytes := 0
+	for _, l := range f.lens[i : i+done] {
+		bytes += l
+	}
+	q.ctr.pass(done, bytes)
+	q.delivered += done
+	q.pushed = true
+	return done
+}
+
+// filling reports whether Deliver may hand frames to the ring's Filler
+// now: the ring has one, frames are written with the header it writes,
+// writes are not being logged, and no buffer is held or used entry staged.
+func (q *RxQueue) filling() bool {
+	return q.filler != nil && q.hdrLen == HeaderLen && q.dirty == nil && q.avail() == 0 && q.nused == 0
+}
+
+// fillerOf returns ring's Filler, or nil.
+func fillerOf(ring virtq.Ring) virtq.Filler {
+	f, _ := ring.(virtq.Filler)
+	return f
+}

@@ -1,0 +1,46 @@
+package virtq
+
+// FillHeadLen is the bytes a Fill writes in front of each frame: the
+// virtio-net header of virtio 1.x (with num_buffers).
+const FillHeadLen = 12
+
+// FillHead is the FillHeadLen bytes that go in front of one frame, as two
+// little-endian words: the first 8 bytes and the last 4.
+type FillHead struct {
+	Lo uint64
+	Hi uint32
+}
+
+// FillJob is one Fill's frames: up to MaxBurst, each one segment of bytes
+// with the head that goes in front of it. Its user owns one and reuses it,
+// so nothing is allocated per frame.
+type FillJob struct {
+	Src  [MaxBurst][]byte
+	Head [MaxBurst]FillHead
+	N    int
+}
+
+// Filler is a ring with a one-pass receive path for the common case of a
+// frame that fits the next available buffer whole, the buffer being one
+// writable descriptor: it pops that buffer, writes the head and the frame
+// into it and returns it used, frame after frame, without the burst, the
+// in-flight record and the used list a Pop and Push go through
+// (docs/ring-fast-path.md).
+type Filler interface {
+	// Fill places frames 0.. of j, each into the next available buffer,
+	// for as long as that buffer is a chain of one writable descriptor,
+	// whose id is not in flight, inside guest memory and long enough for
+	// head and frame, and returns how many it placed; they are used and
+	// published (one Push's worth) when it returns. The buffer that stops
+	// it is left untouched, for Pop to take (and to say what is wrong
+	// with it). It places none when the ring cannot take this path at all
+	// (broken, IN_ORDER, writes being logged). A non-nil error means the
+	// driver gave one id twice in the run: the ring is broken, as Pop's
+	// errors break it, and nothing was placed.
+	//
+	// A memory fault in the middle of it (a front-end truncated the
+	// memory behind a buffer or a frame) leaves the ring as it was: no
+	// buffer popped, none used; heads and frames may have been written
+	// into buffers the driver still owns, which it overwrites or ignores.
+	Fill(j *FillJob) (int, error)
+}
