@@ -46,16 +46,71 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 	// At most the slots not in flight, a lap of the ring at most, as Pop:
 	// the used descriptors written below never pass a slot not read.
 	n := min(j.N, virtq.MaxBurst, int(r.size)-int(r.slotsInFlight))
-	fill := r.nextFill()
-	desc, inflight, size := r.desc, r.inflight, int(r.size)
-	idx, wrap, ab := int(r.availIdx), r.availWrap, uint32(r.availBits)<<16
-	h := &r.hint
-	var ids [virtq.MaxBurst]uint16
-	var dsts [virtq.MaxBurst][]byte
-	var t byte
-	k := 0
-	for ; k < n; k++ {
-		d := (*[descSize]byte)(desc[idx*descSize:])
+	var run fillRun
+	run.fill = r.nextFill()
+	size := int(r.size)
+	idx, wrap := int(r.availIdx), r.availWrap
+	for run.k < n {
+		// Up to the ring's end, in one lap: one wrap counter for all.
+		m := min(n-run.k, size-idx)
+		got, err := r.checkLap(j, &run, r.desc[idx*descSize:(idx+m)*descSize], uint32(availBits(wrap))<<16)
+		if err != nil {
+			return 0, err
+		}
+		if idx += got; idx == size {
+			idx, wrap = 0, !wrap
+		}
+		if got != m {
+			break
+		}
+	}
+	k := run.k
+	if k == 0 {
+		return 0, nil
+	}
+	r.touched ^= uint16(run.t)
+	for m, dst := range run.dsts[:k] {
+		guestmem.Copy(dst[virtq.FillHeadLen:], j.Src[m])
+	}
+	at, uwrap := int(r.usedIdx), r.usedWrap
+	first, firstWord := at*descSize, uint32(run.ids[0])|uint32(usedBits(uwrap)|flagWrite)<<16
+	for done := 0; done < k; {
+		m := min(k-done, size-at)
+		usedLap(r.desc[at*descSize:(at+m)*descSize], run.ids[done:done+m], run.dsts[done:done+m], uint32(usedBits(uwrap)|flagWrite)<<16, done == 0)
+		done += m
+		if at += m; at == size {
+			at, uwrap = 0, !uwrap
+		}
+	}
+	r.setAvail(uint16(idx), wrap)
+	r.usedIdx, r.usedWrap = uint16(at), uwrap
+	r.sincePushed += uint32(k)
+	guestmem.StoreRelease32(r.desc, first+offIDFlags, firstWord)
+	return k, nil
+}
+
+// fillRun is what a Fill's first pass found: the buffers, their ids, the
+// XOR of the frames' first bytes (so that their loads stay).
+type fillRun struct {
+	dsts [virtq.MaxBurst][]byte
+	ids  [virtq.MaxBurst]uint16
+	k    int
+	fill uint32
+	t    byte
+}
+
+// checkLap is Fill's first pass over the descriptors of lap, the next
+// slots up to the ring's end at most, available with the bits ab (shifted
+// into an id|flags word): it checks each and the frame for it, writes the
+// head into the buffer, and returns how many it took, up to the first it
+// does not (see above).
+func (r *Ring) checkLap(j *virtq.FillJob, run *fillRun, lap []byte, ab uint32) (int, error) {
+	inflight, h, size := r.inflight, &r.hint, int(r.size)
+	k, t := run.k, run.t
+	lap = lap[:min(len(lap), (virtq.MaxBurst-k)*descSize)]
+	off := 0
+	for ; off+descSize <= len(lap); off += descSize {
+		d := (*[descSize]byte)(lap[off : off+descSize])
 		id, ln, w, ok := single(d, ab, size)
 		src := j.Src[k]
 		need := virtq.FillHeadLen + len(src)
@@ -72,58 +127,35 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 			}
 		}
 		// Checked last, as Pop checks an id after its buffers.
-		if inflight[id].filled == fill {
+		if inflight[id].filled == run.fill {
 			return 0, r.fail(fmt.Errorf("packed: fill: %w: id %d given twice", virtq.ErrBadID, id))
 		}
-		inflight[id].filled = fill
+		inflight[id].filled = run.fill
 		dst = dst[:need]
 		putHead(dst, &j.Head[k])
 		t ^= src[0]
-		ids[k], dsts[k] = uint16(id), dst
-		if idx++; idx == size {
-			idx, wrap = 0, !wrap
-			ab = uint32(availBits(wrap)) << 16
-		}
+		run.ids[k], run.dsts[k] = uint16(id), dst
+		k++
 	}
-	if k == 0 {
-		return 0, nil
-	}
-	r.touched ^= uint16(t)
-	for m, dst := range dsts[:k] {
-		copy(dst[virtq.FillHeadLen:], j.Src[m])
-	}
-	at, uwrap := int(r.usedIdx), r.usedWrap
-	bits := uint32(usedBits(uwrap)|flagWrite) << 16
-	first, firstWord := at*descSize, uint32(ids[0])|bits
-	for m, dst := range dsts[:k] {
-		d := (*[descSize]byte)(desc[at*descSize:])
-		binary.LittleEndian.PutUint32(d[offLen:], uint32(len(dst)))
-		if m != 0 {
-			binary.LittleEndian.PutUint32(d[offIDFlags:], uint32(ids[m])|bits)
-		}
-		if at++; at == size {
-			at, uwrap = 0, !uwrap
-			bits = uint32(usedBits(uwrap)|flagWrite) << 16
-		}
-	}
-	r.setAvail(uint16(idx), wrap)
-	r.usedIdx, r.usedWrap = uint16(at), uwrap
-	r.sincePushed += uint32(k)
-	guestmem.StoreRelease32(desc, first+offIDFlags, firstWord)
-	return k, nil
+	run.k, run.t = k, t
+	return off / descSize, nil
 }
 
-// nextFill numbers a new Fill. Numbers start at 1 (0 is a stamp no Fill
-// made); when they come round, every stamp is cleared, so that one made
-// 2^32 Fills ago can never pass for one of this Fill.
-func (r *Ring) nextFill() uint32 {
-	if r.fills++; r.fills == 0 {
-		for i := range r.inflight {
-			r.inflight[i].filled = 0
+// usedLap writes the used descriptors of Fill's buffers ids and dsts into
+// lap, as many slots from the used position on, in one lap whose used
+// descriptors carry the flags bits; held: the first one's flags are left
+// for Fill to store last.
+func usedLap(lap []byte, ids []uint16, dsts [][]byte, bits uint32, held bool) {
+	for i, dst := range dsts {
+		if i >= len(ids) || i*descSize+descSize > len(lap) {
+			return
 		}
-		r.fills = 1
+		d := (*[descSize]byte)(lap[i*descSize : i*descSize+descSize])
+		binary.LittleEndian.PutUint32(d[offLen:], uint32(len(dst)))
+		if i != 0 || !held {
+			binary.LittleEndian.PutUint32(d[offIDFlags:], uint32(ids[i])|bits)
+		}
 	}
-	return r.fills
 }
 
 // putHead writes head h at the start of b unless b holds it already: a
@@ -138,3 +170,16 @@ func putHead(b []byte, h *virtq.FillHead) {
 }
 
 var _ virtq.Filler = (*Ring)(nil)
+
+// nextFill numbers a new Fill. Numbers start at 1 (0 is a stamp no Fill
+// made); when they come round, every stamp is cleared, so that one made
+// 2^32 Fills ago can never pass for one of this Fill.
+func (r *Ring) nextFill() uint32 {
+	if r.fills++; r.fills == 0 {
+		for i := range r.inflight {
+			r.inflight[i].filled = 0
+		}
+		r.fills = 1
+	}
+	return r.fills
+}
