@@ -2,6 +2,7 @@ package vswitch
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/xvswitch/xvswitch/portspec"
@@ -141,4 +142,101 @@ func threePortSwitch(t *testing.T) (s *Switch, a, b, c *fakePort) {
 		}
 	}
 	return s, a, b, c
+}
+
+// TestBridgeSameFlowRuns: one burst of runs of one flow broken by every
+// kind of frame that must not join them (another destination, a runt, the
+// same MACs with another type, a hairpin, another source), from a plain
+// port and from one that sends only from its own MAC: each frame goes
+// where the full classification sends it, in order, and the ingress port
+// counts every frame, its bytes and its drops.
+func TestBridgeSameFlowRuns(t *testing.T) {
+	const macA, macB, macC, macF, macX = 0x0200_0000_000a, 0x0200_0000_000b, 0x0200_0000_000c, 0x0200_0000_00f0, 0x0200_0000_00ff
+	for _, secured := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "own source"}[secured], func(t *testing.T) {
+			s, _, b, c := threePortSwitch(t)
+			in, name := 0, "a"
+			if secured {
+				if _, err := s.addSecuredPort("d", newFakePort(), security{mac: macA, ownSource: true}); err != nil {
+					t.Fatal(err)
+				}
+				in, name = 3, "d"
+			}
+			s.fdb.Learn(macB, 1)
+			s.fdb.Learn(macC, 2)
+			s.fdb.Learn(macX, in) // behind the ingress port: a hairpin
+			var frames, toB, toC [][]byte
+			add := func(f []byte, to *[][]byte) {
+				frames = append(frames, f)
+				if to != nil {
+					*to = append(*to, f)
+				}
+			}
+			for i := 0; i < 4; i++ {
+				add(ethFrame(macB, macA, fmt.Sprint("b", i)), &toB)
+			}
+			for i := 0; i < 3; i++ {
+				add(ethFrame(macC, macA, fmt.Sprint("c", i)), &toC)
+			}
+			add(ethFrame(macB, macA, "b4"), &toB)
+			add(ethFrame(macB, macA, "b5"), &toB)
+			add([]byte{1, 2, 3}, nil) // runt
+			for i := 6; i < 9; i++ {
+				add(ethFrame(macB, macA, fmt.Sprint("b", i)), &toB)
+			}
+			// Another source right after a run: only the header's
+			// second word differs.
+			for i := 0; i < 3; i++ {
+				f := ethFrame(macB, macF, "forged")
+				if secured {
+					add(f, nil)
+				} else {
+					add(f, &toB)
+				}
+			}
+			other := ethFrame(macB, macA, "ip")
+			other[12], other[13] = 0x08, 0x00
+			add(other, &toB)
+			add(other, &toB)
+			for i := 0; i < 3; i++ {
+				add(ethFrame(macX, macA, "hairpin"), nil)
+			}
+			add(ethFrame(macB, macA, "b9"), &toB)
+			add(ethFrame(macB, macA, "b10"), &toB)
+			add(ethFrame(bcast, macA, "all"), &toB)
+			toC = append(toC, frames[len(frames)-1])
+			if len(frames) > MaxBurst {
+				t.Fatalf("%d frames: more than a burst", len(frames))
+			}
+			forwardOne(t, s, in, frames...)
+			for _, p := range []struct {
+				name      string
+				got, want [][]byte
+			}{{"b", b.frames(), toB}, {"c", c.frames(), toC}} {
+				if len(p.got) != len(p.want) {
+					t.Fatalf("%s got %d frames, want %d", p.name, len(p.got), len(p.want))
+				}
+				for i := range p.got {
+					if !bytes.Equal(p.got[i], p.want[i]) {
+						t.Fatalf("%s frame %d: %q, want %q", p.name, i, p.got[i][14:], p.want[i][14:])
+					}
+				}
+			}
+			var bytesIn uint64
+			for _, f := range frames {
+				bytesIn += uint64(len(f))
+			}
+			spoofed := map[bool]uint64{true: 3}[secured]
+			for _, p := range s.Stats() {
+				if p.Name != name {
+					continue
+				}
+				if p.RxPackets != uint64(len(frames)) || p.RxBytes != bytesIn || p.Drops["malformed"] != 1 || p.Drops["hairpin"] != 3 || p.Drops["spoofed_source"] != spoofed {
+					t.Fatalf("%s counted %d frames, %d bytes, drops %v; want %d, %d, 1 malformed, 3 hairpin, %d spoofed", name, p.RxPackets, p.RxBytes, p.Drops, len(frames), bytesIn, spoofed)
+				}
+				return
+			}
+			t.Fatalf("no stats for %s", name)
+		})
+	}
 }

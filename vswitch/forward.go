@@ -74,6 +74,10 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 	if vlans {
 		w.tv.reset()
 	}
+	// A run of frames with the header of the two frames before them
+	// takes the short way (sameFlow, bridge.go) while same is true: ha
+	// and hb are that header's words.
+	same, ha, hb := false, uint64(0), uint64(0)
 	fr := w.fb.table() // the frames are read where the ingress queue put them
 	classify := n      // the frames the loop below reads and classifies
 	if peer >= 0 && srcCheck == 0 {
@@ -83,6 +87,24 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		w.touchFrames(fr, n)
 	}
 	for i := 0; i < classify; i++ {
+		if same {
+			if k, nb := sameFlow(fr, i, classify, ha, hb); k > 0 {
+				rc.packets += uint64(k)
+				rc.bytes += nb
+				run := (Mask(1)<<k - 1) << i
+				switch {
+				case last >= 0:
+					masks[last] |= run
+				case last == destFlood:
+					flood |= run
+				default:
+					rc.DropN(DropHairpin, k)
+				}
+				i += k - 1
+				continue
+			}
+			same = false // another flow: two frames of it, and its run goes short
+		}
 		segs, ln := fr.Segments(i), fr.FrameLen(i)
 		rc.packets++
 		rc.bytes += uint64(ln)
@@ -118,6 +140,10 @@ func (w *forwarder) forward(snap *snapshot, in *ingress) (int, error) {
 		if sk != lastSrc || dk != lastDst {
 			lastSrc, lastDst = sk, dk
 			last = w.bridgeDest(sk, dk, src.idx, ports)
+		} else if !vlans {
+			// The second frame of a flow in a row: what follows of
+			// it takes the short way.
+			same, ha, hb = headerWords(segs)
 		}
 		switch {
 		case last >= 0:
