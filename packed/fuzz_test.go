@@ -38,25 +38,16 @@ var hostileSentinels = []error{
 	virtq.ErrBadLength, virtq.ErrBadAddress, virtq.ErrBadID, virtq.ErrBadIndex, virtq.ErrWriteBeforeRead,
 }
 
-func FuzzPackedPop(f *testing.F) {
-	m, err := drivertest.NewAdjacentMem(fuzzRegion)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(m.Close)
-	for _, s := range fuzzSeeds(m) {
-		f.Add(s)
-	}
-	fz := &fuzzer{m: m, used: make([]virtq.Used, 0, virtq.MaxBurst)}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fz.run(t, data)
-	})
-}
+func FuzzPackedPop(f *testing.F) { fuzzPacked(f, false) }
 
 // FuzzPackedFill plays the same inputs as FuzzPackedPop with a Fill before
 // each round's Pop (on a twin of the ring, the memory put back after it),
 // checked against popping one by one (checkFill).
-func FuzzPackedFill(f *testing.F) {
+func FuzzPackedFill(f *testing.F) { fuzzPacked(f, true) }
+
+// fuzzPacked runs a fuzzer over the seeds, with a Fill in each round or
+// not.
+func fuzzPacked(f *testing.F, fill bool) {
 	m, err := drivertest.NewAdjacentMem(fuzzRegion)
 	if err != nil {
 		f.Fatal(err)
@@ -65,7 +56,7 @@ func FuzzPackedFill(f *testing.F) {
 	for _, s := range fuzzSeeds(m) {
 		f.Add(s)
 	}
-	fz := &fuzzer{m: m, used: make([]virtq.Used, 0, virtq.MaxBurst), fill: true}
+	fz := &fuzzer{m: m, used: make([]virtq.Used, 0, virtq.MaxBurst), fill: fill}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fz.run(t, data)
 	})
