@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xvswitch/xvswitch/virtq"
 	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
 
@@ -212,6 +213,47 @@ func TestRxFaultAfterPush(t *testing.T) {
 			}
 			checkReceived(t, g, true, want)
 			checkStats(t, q.Snapshot(), 21, 21*3000, map[DropReason]int{DropMemoryFault: 1, DropTooLong: 1})
+		})
+	}
+}
+
+// TestRxFaultInRing: the memory behind the ring itself is truncated, so
+// Deliver faults in its first pop (Fill's first pass on the packed ring,
+// Pop on the split ring and under IN_ORDER) before any frame is placed:
+// every frame of the burst counts as memory_fault, none goes missing.
+func TestRxFaultInRing(t *testing.T) {
+	for _, v := range []struct {
+		kind    ringKind
+		inOrder bool
+	}{{kindPacked, false}, {kindPacked, true}, {kindSplit, false}} {
+		t.Run(v.kind.String()+map[bool]string{true: "/in-order"}[v.inOrder], func(t *testing.T) {
+			m, fds, err := drivertest.NewSharedMem(1<<20, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				m.Close()
+				for _, fd := range fds {
+					unix.Close(fd)
+				}
+			})
+			var ringFeat uint64
+			if v.inOrder {
+				ringFeat = 1 << virtq.FeatureInOrder
+			}
+			g := newGuestOn(t, m, v.kind, 64, ringFeat)
+			q := NewRxQueue(g.ring, QueueConfig{Features: featV1 | featMrg | ringFeat})
+			for i := 0; i < 4; i++ {
+				g.post(2048)
+			}
+			if err := unix.Ftruncate(fds[0], 0); err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewSource(7))
+			if r := deliverFault(q, framesOf(frame(rng, 100), frame(rng, 100), frame(rng, 100))); !isMemoryFault(r) {
+				t.Fatalf("Deliver unwound with %v, want a memory fault", r)
+			}
+			checkStats(t, q.Snapshot(), 0, 0, map[DropReason]int{DropMemoryFault: 3})
 		})
 	}
 }

@@ -120,6 +120,10 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 	defer q.unwind()
 	fill := true // until the Filler places nothing (rxfill.go)
 	for i := 0; i < f.n; i++ {
+		// Every frame before i is staged, delivered or counted, so a
+		// fault from here on (in a pop as much as in a copy) leaves
+		// unwind the right count.
+		q.unplaced = f.n - i
 		if fill && q.filling() {
 			if n := q.fillRun(f, i); n > 0 {
 				i += n - 1

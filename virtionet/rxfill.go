@@ -29,7 +29,6 @@ func (q *RxQueue) fillRun(f *Frames, i int) int {
 		return 0
 	}
 	j.N = n
-	q.unplaced = f.n - i
 	done, err := q.filler.Fill(j)
 	if err != nil {
 		q.fail("fill", err)
