@@ -34,9 +34,9 @@ type Filler interface {
 	// published (one Push's worth) when it returns. The buffer that stops
 	// it is left untouched, for Pop to take (and to say what is wrong
 	// with it). It places none when the ring cannot take this path at all
-	// (broken, IN_ORDER, writes being logged). A non-nil error means the
-	// driver gave one id twice in the run: the ring is broken, as Pop's
-	// errors break it, and nothing was placed.
+	// (broken, IN_ORDER, writes being logged, a transmit ring). A non-nil
+	// error means the driver gave one id twice in the run: the ring is
+	// broken, as Pop's errors break it, and nothing was placed.
 	//
 	// A memory fault in the middle of it (a front-end truncated the
 	// memory behind a buffer or a frame) leaves the ring as it was: no
