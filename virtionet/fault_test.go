@@ -120,16 +120,7 @@ func TestRxFaultInSource(t *testing.T) {
 func TestRxFaultInGuestBuffer(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.String(), func(t *testing.T) {
-			m, fds, err := drivertest.NewSharedMem(1<<20, 1<<20, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				m.Close()
-				for _, fd := range fds {
-					unix.Close(fd)
-				}
-			})
+			m, fds := sharedMem(t, 1<<20, 1<<20, 1<<20)
 			g := newGuestOn(t, m, k, 64, 0)
 			q := NewRxQueue(g.ring, QueueConfig{Features: featV1 | featMrg, MaxFrame: MaxFrameLen(9000)})
 			ids := []uint16{
@@ -227,16 +218,7 @@ func TestRxFaultInRing(t *testing.T) {
 		inOrder bool
 	}{{kindPacked, false}, {kindPacked, true}, {kindSplit, false}} {
 		t.Run(v.kind.String()+map[bool]string{true: "/in-order"}[v.inOrder], func(t *testing.T) {
-			m, fds, err := drivertest.NewSharedMem(1<<20, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				m.Close()
-				for _, fd := range fds {
-					unix.Close(fd)
-				}
-			})
+			m, fds := sharedMem(t, 1<<20, 1<<20)
 			var ringFeat uint64
 			if v.inOrder {
 				ringFeat = 1 << virtq.FeatureInOrder
@@ -256,4 +238,21 @@ func TestRxFaultInRing(t *testing.T) {
 			checkStats(t, q.Snapshot(), 0, 0, map[DropReason]int{DropMemoryFault: 3})
 		})
 	}
+}
+
+// sharedMem is guest memory of regions of the given sizes, each backed by
+// a memfd (fds) a test can truncate under it; all closed when t ends.
+func sharedMem(t *testing.T, sizes ...uint64) (*drivertest.Mem, []int) {
+	t.Helper()
+	m, fds, err := drivertest.NewSharedMem(sizes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	})
+	return m, fds
 }

@@ -8,7 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xvswitch/xvswitch/virtq"
-	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
 
 // TestRxFaultInFastRun: a run of single-buffer frames whose third buffer
@@ -28,16 +27,7 @@ func TestRxFaultInFastRun(t *testing.T) {
 		for _, mrg := range []bool{true, false} {
 			name := v.kind.String() + map[bool]string{true: "/in-order"}[v.inOrder] + map[bool]string{true: "/mrg"}[mrg]
 			t.Run(name, func(t *testing.T) {
-				m, fds, err := drivertest.NewSharedMem(1<<20, 1<<20, 1<<20)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					m.Close()
-					for _, fd := range fds {
-						unix.Close(fd)
-					}
-				})
+				m, fds := sharedMem(t, 1<<20, 1<<20, 1<<20)
 				var feat, ringFeat uint64
 				if mrg {
 					feat = featMrg
