@@ -1,12 +1,11 @@
 package packed_test
 
 import (
-	"errors"
 	"testing"
-	"unsafe"
 
 	"github.com/xvswitch/xvswitch/packed"
 	"github.com/xvswitch/xvswitch/virtq"
+	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
 
 // checkFill fills up to burst frames through a twin of the fuzzed ring
@@ -67,38 +66,8 @@ func (fz *fuzzer) checkFill(t *testing.T, cfg virtq.Config, st uint32, burst int
 	if err != nil {
 		t.Fatal(err)
 	}
-	lo, hi := uintptr(unsafe.Pointer(&ring[0])), uintptr(unsafe.Pointer(&ring[0]))+uintptr(len(ring))
-	for i := 0; i < burst; i++ {
+	drivertest.CheckFillAsPops(t, j, n, ids, ferr, func() (int, *virtq.Burst, error) {
 		k, err := ref.Pop(&fz.ref, 1)
-		if err != nil {
-			if ferr != nil && errors.Is(err, virtq.ErrBadID) {
-				return
-			}
-			if i < n || ferr != nil {
-				t.Fatalf("chain %d: Pop one by one: %v; Fill placed %d (%v)", i, err, n, ferr)
-			}
-			return
-		}
-		if k == 0 {
-			if i < n || ferr != nil {
-				t.Fatalf("chain %d: ring empty one by one; Fill placed %d (%v)", i, n, ferr)
-			}
-			return
-		}
-		if i >= n && ferr == nil {
-			return
-		}
-		c, w := fz.ref.Chains[0], fz.ref.Writable(0)
-		if i < n && (c.Descs != 1 || c.ReadLen != 0 || len(w) != 1 || c.WriteLen < uint32(virtq.FillHeadLen+len(j.Src[i])) || c.ID != ids[i]) {
-			t.Fatalf("chain %d: Fill used id %d for a %d-byte frame; one by one: %+v", i, ids[i], len(j.Src[i]), c)
-		}
-		if len(w) == 1 {
-			if p := uintptr(unsafe.Pointer(&w[0][0])); p < hi && p+virtq.FillHeadLen > lo {
-				return // Fill's head of this buffer went onto the ring
-			}
-		}
-	}
-	if ferr != nil {
-		t.Fatalf("Fill failed the ring (%v); one by one, %d chains pop", ferr, burst)
-	}
+		return k, &fz.ref, err
+	}, ring)
 }

@@ -16,21 +16,6 @@ import (
 // in the next buffer, used in order with head plus frame as its length;
 // what it does not take must be left for Pop exactly as it was.
 
-// fillFrames returns a job of n frames, frame i of length lens(i) with
-// bytes of its own and a head of its own.
-func fillFrames(n int, lens func(i int) int) *virtq.FillJob {
-	j := &virtq.FillJob{N: n}
-	for i := 0; i < n; i++ {
-		f := make([]byte, lens(i))
-		for k := range f {
-			f[k] = byte(i*31 + k)
-		}
-		j.Src[i] = f
-		j.Head[i] = virtq.FillHead{Lo: uint64(i) * 0x0101010101010101, Hi: uint32(i) + 1}
-	}
-	return j
-}
-
 // wantFilled checks that the driver reaps the first len(addrs) frames of j
 // in order, in the buffers of ids at addrs, each after its head.
 func wantFilled(t *testing.T, e *env, j *virtq.FillJob, ids []uint16, addrs []uint64) {
@@ -88,7 +73,7 @@ func TestFillRounds(t *testing.T) {
 			}
 			continue
 		}
-		j := fillFrames(m+round%3, func(i int) int { return 1 + (round*37+i*13)%(256-virtq.FillHeadLen) })
+		j := drivertest.FillJob(m+round%3, func(i int) int { return 1 + (round*37+i*13)%(256-virtq.FillHeadLen) })
 		n, err := e.r.Fill(j)
 		if n != m || err != nil {
 			t.Fatalf("round %d: Fill placed %d (%v) of %d frames into %d buffers", round, n, err, j.N, m)
@@ -156,7 +141,7 @@ func TestFillStops(t *testing.T) {
 			ids := []uint16{mustAdd(e, []drivertest.PackedBuf{{Addr: addrs[0], Len: 256, Write: true}}),
 				mustAdd(e, []drivertest.PackedBuf{{Addr: addrs[1], Len: 256, Write: true}})}
 			tc.add(e)
-			j := fillFrames(4, func(int) int { return 100 })
+			j := drivertest.FillJob(4, func(int) int { return 100 })
 			if n, err := e.r.Fill(j); n != 2 || err != nil {
 				t.Fatalf("Fill placed %d (%v), want 2", n, err)
 			}
@@ -177,7 +162,7 @@ func TestFillStops(t *testing.T) {
 func TestFillDuplicateID(t *testing.T) {
 	e := newEnv(t, 8, 0, 1<<20)
 	addSingles(e, 0, 1, 0)
-	j := fillFrames(3, func(int) int { return 20 })
+	j := drivertest.FillJob(3, func(int) int { return 20 })
 	if n, err := e.r.Fill(j); n != 0 || !errors.Is(err, virtq.ErrBadID) {
 		t.Fatalf("Fill: %d, %v; want ErrBadID", n, err)
 	}
@@ -192,7 +177,7 @@ func TestFillDuplicateID(t *testing.T) {
 	for round := 0; round < 6; round++ {
 		ids := []uint16{mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase, Len: 64, Write: true}}),
 			mustAdd(e, []drivertest.PackedBuf{{Addr: e.bufBase + 64, Len: 64, Write: true}})}
-		j := fillFrames(2, func(int) int { return 20 })
+		j := drivertest.FillJob(2, func(int) int { return 20 })
 		if n, err := e.r.Fill(j); n != 2 || err != nil {
 			t.Fatalf("round %d: Fill: %d, %v", round, n, err)
 		}
@@ -215,7 +200,7 @@ func TestFillRegions(t *testing.T) {
 		ids = append(ids, mustAdd(e, []drivertest.PackedBuf{{Addr: a, Len: 256, Write: true}}))
 		addrs = append(addrs, a)
 	}
-	j := fillFrames(8, func(i int) int { return 60 + i })
+	j := drivertest.FillJob(8, func(i int) int { return 60 + i })
 	if n, err := e.r.Fill(j); n != 8 || err != nil {
 		t.Fatalf("Fill placed %d (%v), want 8", n, err)
 	}
@@ -226,7 +211,7 @@ func TestFillRegions(t *testing.T) {
 // IN_ORDER (a run is one used descriptor there), a transmit ring, writes
 // being logged (live migration), a broken ring.
 func TestFillOff(t *testing.T) {
-	j := fillFrames(2, func(int) int { return 20 })
+	j := drivertest.FillJob(2, func(int) int { return 20 })
 	check := func(name string, e *env) {
 		t.Helper()
 		st := e.r.State()
@@ -278,7 +263,7 @@ func TestFillFewSlots(t *testing.T) {
 	addSingles(e, 2, 3)
 	// Slot 0 of the next lap, offered over a buffer still in flight.
 	e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 64, ID: 2, Flags: dWrite}})
-	j := fillFrames(3, func(int) int { return 20 })
+	j := drivertest.FillJob(3, func(int) int { return 20 })
 	if n, err := e.r.Fill(j); n != 2 || err != nil {
 		t.Fatalf("Fill placed %d (%v), want 2", n, err)
 	}

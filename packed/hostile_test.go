@@ -206,7 +206,7 @@ func runHostile(t *testing.T, cases []hostileCase) {
 			// ring fails as it does without it.
 			e := newEnv(t, tc.size, tc.features, 8<<20)
 			tc.setup(e)
-			j := fillFrames(virtq.MaxBurst, func(int) int { return 1 })
+			j := drivertest.FillJob(virtq.MaxBurst, func(int) int { return 1 })
 			_, err := e.r.Fill(j)
 			if err == nil {
 				_, err = e.r.Pop(&e.b, virtq.MaxBurst)

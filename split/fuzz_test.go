@@ -62,7 +62,9 @@ func fuzzInput(shift, features byte, availIdx, base uint16, descs []fuzzDesc, he
 // FuzzSplitPop: whatever the driver writes into the descriptor table, the
 // avail ring and indirect tables, Pop never panics, fails only with
 // virtq's sentinels (and ErrBroken), pops nothing when it fails, and
-// everything it pops is well-formed and can be pushed back.
+// everything it pops is well-formed and can be pushed back. Before each
+// Pop, a Fill on a twin of the ring must agree with popping one by one
+// (checkFill).
 func FuzzSplitPop(f *testing.F) {
 	const r, w, n, ind = 0, drivertest.SplitFWrite, drivertest.SplitFNext, drivertest.SplitFIndirect
 	d := uint64(fuzzData)
@@ -90,6 +92,7 @@ func FuzzSplitPop(f *testing.F) {
 	f.Cleanup(m.Close)
 	ringBytes := m.Bytes(fuzzRing, 0x2000+fuzzTableLen)
 	burst, ref := new(virtq.Burst), new(virtq.Burst)
+	job := new(virtq.FillJob)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 6 {
 			return
@@ -125,6 +128,7 @@ func FuzzSplitPop(f *testing.F) {
 		used := make([]virtq.Used, 0, virtq.MaxBurst)
 		for round := 0; round < 2; round++ {
 			state := ring.State()
+			checkFill(t, m, cfg, state, ringBytes, job, ref)
 			got, err := ring.Pop(burst, virtq.MaxBurst)
 			sameOneByOne(t, cfg, state, burst, got, err, ref)
 			if err != nil {

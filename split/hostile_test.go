@@ -19,6 +19,37 @@ type hostileRing struct {
 	gap  uint64 // an address in no region
 }
 
+// newHostileRing returns a hostile ring of size and its device side, with
+// a valid two-descriptor chain at head 0.
+func newHostileRing(t *testing.T, size uint16, features uint64) (*hostileRing, *split.Ring) {
+	t.Helper()
+	m := newMem(t, 1<<20, 1<<20)
+	h := &hostileRing{m: m, d: drivertest.NewSplitDriver(m, 0, size),
+		good: m.Alloc(1, 4096, 64), gap: m.Regions[1].GuestAddr - 4096}
+	r, err := split.New(h.d.Config(features))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.WriteDesc(0, h.good, 100, fN, 1)
+	h.d.WriteDesc(1, h.good+100, 100, fW, 0)
+	return h, r
+}
+
+// popHeadFirst pops the good chain at head 0 in a burst of its own and
+// offers head 0 again behind it, so that the head is in flight from an
+// earlier burst rather than the one that finds it again.
+func (h *hostileRing) popHeadFirst(t *testing.T, r *split.Ring) {
+	t.Helper()
+	h.d.WriteAvail(0, 0)
+	h.d.WriteAvail(1, 0)
+	h.d.PublishIdx(1)
+	var b virtq.Burst
+	if n, err := r.Pop(&b, virtq.MaxBurst); n != 1 || err != nil {
+		t.Fatalf("first pop: %d, %v", n, err)
+	}
+	h.d.PublishIdx(2)
+}
+
 // table writes an indirect table of entries into guest memory and returns
 // its address.
 func (h *hostileRing) table(entries ...[4]uint64) uint64 {
@@ -40,132 +71,7 @@ const (
 // was, and keeps the ring broken afterwards, whether the bad chain comes
 // first in its burst or behind a good one.
 func TestHostile(t *testing.T) {
-	cases := []struct {
-		name     string
-		size     uint16
-		features uint64
-		want     error
-		// setup scribbles a bad chain and returns its head, or publishes
-		// a bad avail idx itself and returns -1.
-		setup func(h *hostileRing) int
-	}{
-		{"avail idx beyond ring", 8, featAll, virtq.ErrBadIndex, func(h *hostileRing) int {
-			h.d.PublishIdx(9)
-			return -1
-		}},
-		{"avail idx far behind", 8, featAll, virtq.ErrBadIndex, func(h *hostileRing) int {
-			h.d.PublishIdx(0xfff0)
-			return -1
-		}},
-		{"head out of range", 8, featAll, virtq.ErrBadID, func(h *hostileRing) int { return 8 }},
-		{"head 0xffff", 8, featAll, virtq.ErrBadID, func(h *hostileRing) int { return 0xffff }},
-		{"head already in flight", 8, featAll, virtq.ErrBadID, func(h *hostileRing) int { return 0 }},
-		{"next out of range", 8, featAll, virtq.ErrBadID, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.good, 10, fN, 8)
-			return 2
-		}},
-		{"self loop", 8, featAll, virtq.ErrLoop, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.good, 10, fN, 2)
-			return 2
-		}},
-		{"two-descriptor loop", 8, featAll, virtq.ErrLoop, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.good, 10, fN, 3)
-			h.d.WriteDesc(3, h.good, 10, fN, 2)
-			return 2
-		}},
-		{"loop through the whole ring", 8, featAll, virtq.ErrLoop, func(h *hostileRing) int {
-			for i := uint16(0); i < 8; i++ {
-				h.d.WriteDesc(i, h.good, 10, fN, (i+1)%8)
-			}
-			return 2
-		}},
-		{"loop on a ring larger than the chain limit", 2048, featAll, virtq.ErrChainTooLong, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.good, 10, fN, 3)
-			h.d.WriteDesc(3, h.good, 10, fN, 2)
-			return 2
-		}},
-		{"chain longer than MaxChainDescs", 2048, featAll, virtq.ErrChainTooLong, func(h *hostileRing) int {
-			for i := uint16(2); i < 2+virtq.MaxChainDescs; i++ {
-				h.d.WriteDesc(i, h.good, 1, fN, i+1)
-			}
-			h.d.WriteDesc(2+virtq.MaxChainDescs, h.good, 1, 0, 0)
-			return 2
-		}},
-		{"address in a gap", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.gap, 10, 0, 0)
-			return 2
-		}},
-		{"buffer runs off its region", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
-			r := h.m.Regions[1]
-			h.d.WriteDesc(2, r.GuestAddr+r.Size-8, 9, 0, 0)
-			return 2
-		}},
-		{"address plus length wraps", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
-			h.d.WriteDesc(2, ^uint64(0)-4, 0xffff, fW, 0)
-			return 2
-		}},
-		{"readable after writable", 8, featAll, virtq.ErrWriteBeforeRead, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.good, 10, fN|fW, 3)
-			h.d.WriteDesc(3, h.good, 10, 0, 0)
-			return 2
-		}},
-		{"readable in indirect table after writable direct", 8, featAll, virtq.ErrWriteBeforeRead, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.good, 10, fN|fW, 3)
-			h.d.WriteDesc(3, h.table([4]uint64{h.good, 10, 0, 0}), 16, fI, 0)
-			return 2
-		}},
-		{"indirect with NEXT", 8, featAll, virtq.ErrBadIndirect, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, 0, 0}), 16, fI|fN, 3)
-			h.d.WriteDesc(3, h.good, 10, 0, 0)
-			return 2
-		}},
-		{"indirect not negotiated", 8, featEventIdx, virtq.ErrBadIndirect, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, 0, 0}), 16, fI, 0)
-			return 2
-		}},
-		{"indirect table of length 0", 8, featAll, virtq.ErrBadIndirect, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, 0, 0}), 0, fI, 0)
-			return 2
-		}},
-		{"indirect table of length 24", 8, featAll, virtq.ErrBadIndirect, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, 0, 0}, [4]uint64{h.good, 10, 0, 0}), 24, fI, 0)
-			return 2
-		}},
-		{"nested indirect", 8, featAll, virtq.ErrNestedIndirect, func(h *hostileRing) int {
-			inner := h.table([4]uint64{h.good, 10, 0, 0})
-			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, fN, 1}, [4]uint64{inner, 16, fI, 0}), 32, fI, 0)
-			return 2
-		}},
-		{"indirect table in a gap", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.gap, 64, fI, 0)
-			return 2
-		}},
-		{"indirect table wraps the address space", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
-			h.d.WriteDesc(2, ^uint64(0)-15, 32, fI, 0)
-			return 2
-		}},
-		{"indirect entry outside memory", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.table([4]uint64{h.gap, 10, 0, 0}), 16, fI, 0)
-			return 2
-		}},
-		{"indirect loop", 8, featAll, virtq.ErrLoop, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, fN, 1}, [4]uint64{h.good, 10, fN, 0}), 32, fI, 0)
-			return 2
-		}},
-		{"indirect next out of table", 8, featAll, virtq.ErrBadIndirect, func(h *hostileRing) int {
-			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, fN, 2}, [4]uint64{h.good, 10, 0, 0}), 32, fI, 0)
-			return 2
-		}},
-		{"indirect chain longer than MaxChainDescs", 8, featAll, virtq.ErrChainTooLong, func(h *hostileRing) int {
-			e := make([][4]uint64, virtq.MaxChainDescs+1)
-			for i := range e {
-				e[i] = [4]uint64{h.good, 1, fN, uint64(i + 1)}
-			}
-			e[len(e)-1][2] = 0
-			h.d.WriteDesc(2, h.table(e...), uint32(16*len(e)), fI, 0)
-			return 2
-		}},
-	}
+	cases := hostileCases()
 	for _, tc := range cases {
 		for _, behind := range []bool{false, true} {
 			name := tc.name
@@ -173,16 +79,7 @@ func TestHostile(t *testing.T) {
 				name += "/behind a good chain"
 			}
 			t.Run(name, func(t *testing.T) {
-				m := newMem(t, 1<<20, 1<<20)
-				h := &hostileRing{m: m, d: drivertest.NewSplitDriver(m, 0, tc.size),
-					good: m.Alloc(1, 4096, 64), gap: m.Regions[1].GuestAddr - 4096}
-				r, err := split.New(h.d.Config(tc.features))
-				if err != nil {
-					t.Fatal(err)
-				}
-				// A valid two-descriptor chain at head 0.
-				h.d.WriteDesc(0, h.good, 100, fN, 1)
-				h.d.WriteDesc(1, h.good+100, 100, fW, 0)
+				h, r := newHostileRing(t, tc.size, tc.features)
 				n := uint16(0)
 				if behind {
 					h.d.WriteAvail(n, 0)
@@ -195,15 +92,7 @@ func TestHostile(t *testing.T) {
 					h.d.PublishIdx(n)
 				}
 				if tc.name == "head already in flight" && !behind {
-					// In flight from an earlier burst rather than this one.
-					h.d.WriteAvail(0, 0)
-					h.d.WriteAvail(1, 0)
-					h.d.PublishIdx(1)
-					var b virtq.Burst
-					if n, err := r.Pop(&b, virtq.MaxBurst); n != 1 || err != nil {
-						t.Fatalf("first pop: %d, %v", n, err)
-					}
-					h.d.PublishIdx(2)
+					h.popHeadFirst(t, r)
 				}
 				b := new(virtq.Burst)
 				if behind && tc.want == virtq.ErrChainTooLong {
@@ -342,5 +231,137 @@ func TestPushClampsLen(t *testing.T) {
 		if u.Len != want[u.ID] {
 			t.Errorf("id %d: used len %d, want %d", u.ID, u.Len, want[u.ID])
 		}
+	}
+}
+
+// hostileCase is one way a driver can break the ring (TestHostile).
+type hostileCase struct {
+	name     string
+	size     uint16
+	features uint64
+	want     error
+	// setup scribbles a bad chain and returns its head, or publishes
+	// a bad avail idx itself and returns -1.
+	setup func(h *hostileRing) int
+}
+
+func hostileCases() []hostileCase {
+	return []hostileCase{
+		{"avail idx beyond ring", 8, featAll, virtq.ErrBadIndex, func(h *hostileRing) int {
+			h.d.PublishIdx(9)
+			return -1
+		}},
+		{"avail idx far behind", 8, featAll, virtq.ErrBadIndex, func(h *hostileRing) int {
+			h.d.PublishIdx(0xfff0)
+			return -1
+		}},
+		{"head out of range", 8, featAll, virtq.ErrBadID, func(h *hostileRing) int { return 8 }},
+		{"head 0xffff", 8, featAll, virtq.ErrBadID, func(h *hostileRing) int { return 0xffff }},
+		{"head already in flight", 8, featAll, virtq.ErrBadID, func(h *hostileRing) int { return 0 }},
+		{"next out of range", 8, featAll, virtq.ErrBadID, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.good, 10, fN, 8)
+			return 2
+		}},
+		{"self loop", 8, featAll, virtq.ErrLoop, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.good, 10, fN, 2)
+			return 2
+		}},
+		{"two-descriptor loop", 8, featAll, virtq.ErrLoop, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.good, 10, fN, 3)
+			h.d.WriteDesc(3, h.good, 10, fN, 2)
+			return 2
+		}},
+		{"loop through the whole ring", 8, featAll, virtq.ErrLoop, func(h *hostileRing) int {
+			for i := uint16(0); i < 8; i++ {
+				h.d.WriteDesc(i, h.good, 10, fN, (i+1)%8)
+			}
+			return 2
+		}},
+		{"loop on a ring larger than the chain limit", 2048, featAll, virtq.ErrChainTooLong, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.good, 10, fN, 3)
+			h.d.WriteDesc(3, h.good, 10, fN, 2)
+			return 2
+		}},
+		{"chain longer than MaxChainDescs", 2048, featAll, virtq.ErrChainTooLong, func(h *hostileRing) int {
+			for i := uint16(2); i < 2+virtq.MaxChainDescs; i++ {
+				h.d.WriteDesc(i, h.good, 1, fN, i+1)
+			}
+			h.d.WriteDesc(2+virtq.MaxChainDescs, h.good, 1, 0, 0)
+			return 2
+		}},
+		{"address in a gap", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.gap, 10, 0, 0)
+			return 2
+		}},
+		{"buffer runs off its region", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
+			r := h.m.Regions[1]
+			h.d.WriteDesc(2, r.GuestAddr+r.Size-8, 9, 0, 0)
+			return 2
+		}},
+		{"address plus length wraps", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
+			h.d.WriteDesc(2, ^uint64(0)-4, 0xffff, fW, 0)
+			return 2
+		}},
+		{"readable after writable", 8, featAll, virtq.ErrWriteBeforeRead, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.good, 10, fN|fW, 3)
+			h.d.WriteDesc(3, h.good, 10, 0, 0)
+			return 2
+		}},
+		{"readable in indirect table after writable direct", 8, featAll, virtq.ErrWriteBeforeRead, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.good, 10, fN|fW, 3)
+			h.d.WriteDesc(3, h.table([4]uint64{h.good, 10, 0, 0}), 16, fI, 0)
+			return 2
+		}},
+		{"indirect with NEXT", 8, featAll, virtq.ErrBadIndirect, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, 0, 0}), 16, fI|fN, 3)
+			h.d.WriteDesc(3, h.good, 10, 0, 0)
+			return 2
+		}},
+		{"indirect not negotiated", 8, featEventIdx, virtq.ErrBadIndirect, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, 0, 0}), 16, fI, 0)
+			return 2
+		}},
+		{"indirect table of length 0", 8, featAll, virtq.ErrBadIndirect, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, 0, 0}), 0, fI, 0)
+			return 2
+		}},
+		{"indirect table of length 24", 8, featAll, virtq.ErrBadIndirect, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, 0, 0}, [4]uint64{h.good, 10, 0, 0}), 24, fI, 0)
+			return 2
+		}},
+		{"nested indirect", 8, featAll, virtq.ErrNestedIndirect, func(h *hostileRing) int {
+			inner := h.table([4]uint64{h.good, 10, 0, 0})
+			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, fN, 1}, [4]uint64{inner, 16, fI, 0}), 32, fI, 0)
+			return 2
+		}},
+		{"indirect table in a gap", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.gap, 64, fI, 0)
+			return 2
+		}},
+		{"indirect table wraps the address space", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
+			h.d.WriteDesc(2, ^uint64(0)-15, 32, fI, 0)
+			return 2
+		}},
+		{"indirect entry outside memory", 8, featAll, virtq.ErrBadAddress, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.table([4]uint64{h.gap, 10, 0, 0}), 16, fI, 0)
+			return 2
+		}},
+		{"indirect loop", 8, featAll, virtq.ErrLoop, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, fN, 1}, [4]uint64{h.good, 10, fN, 0}), 32, fI, 0)
+			return 2
+		}},
+		{"indirect next out of table", 8, featAll, virtq.ErrBadIndirect, func(h *hostileRing) int {
+			h.d.WriteDesc(2, h.table([4]uint64{h.good, 10, fN, 2}, [4]uint64{h.good, 10, 0, 0}), 32, fI, 0)
+			return 2
+		}},
+		{"indirect chain longer than MaxChainDescs", 8, featAll, virtq.ErrChainTooLong, func(h *hostileRing) int {
+			e := make([][4]uint64, virtq.MaxChainDescs+1)
+			for i := range e {
+				e[i] = [4]uint64{h.good, 1, fN, uint64(i + 1)}
+			}
+			e[len(e)-1][2] = 0
+			h.d.WriteDesc(2, h.table(e...), uint32(16*len(e)), fI, 0)
+			return 2
+		}},
 	}
 }

@@ -61,6 +61,11 @@ type Ring struct {
 
 	// touched keeps touchAhead's loads from being optimised away.
 	touched uint16
+
+	// filled is each head's stamp of the last Fill that used it, fills
+	// the number of the last Fill (fill.go).
+	filled []uint32
+	fills  uint32
 }
 
 var _ virtq.Ring = (*Ring)(nil)
@@ -116,6 +121,7 @@ func New(cfg virtq.Config) (*Ring, error) {
 		lastAvail: uint16(cfg.Base),
 		inFlight:  make([]bool, size),
 		writeLen:  make([]uint32, size),
+		filled:    make([]uint32, size),
 	}
 	if cfg.ReadOnly {
 		r.writeMask = 0

@@ -209,8 +209,8 @@ func TestRxFaultAfterPush(t *testing.T) {
 }
 
 // TestRxFaultInRing: the memory behind the ring itself is truncated, so
-// Deliver faults in its first pop (Fill's first pass on the packed ring,
-// Pop on the split ring and under IN_ORDER) before any frame is placed:
+// Deliver faults in its first pop (Fill's first pass on either ring, Pop
+// under IN_ORDER on the packed ring) before any frame is placed:
 // every frame of the burst counts as memory_fault, none goes missing.
 func TestRxFaultInRing(t *testing.T) {
 	for _, v := range []struct {

@@ -13,10 +13,10 @@ import (
 // TestRxFaultInFastRun: a run of single-buffer frames whose third buffer
 // sits in memory whose file was truncated. The fault unwinds the run's
 // first pass; nothing of the run reaches the used ring and all of it counts
-// as memory_fault. Through placeRun (split, packed with IN_ORDER) the
+// as memory_fault. Through placeRun (the packed ring with IN_ORDER) the
 // buffers stay held and Flush returns them unused, and the next Deliver
-// goes into fresh buffers; through the packed ring's Fill nothing was
-// popped, so once the memory is back (the file grown again) the next
+// goes into fresh buffers; through a ring's Fill (packed, split) nothing
+// was popped, so once the memory is back (the file grown again) the next
 // Deliver goes into the same buffers. Either way that Deliver is whole.
 func TestRxFaultInFastRun(t *testing.T) {
 	type variant struct {

@@ -2,8 +2,8 @@ package virtionet
 
 import "github.com/xvswitch/xvswitch/virtq"
 
-// The one-pass receive path: a ring that implements virtq.Filler (the
-// packed ring) takes a run of one-segment frames straight into its
+// The one-pass receive path: a ring that implements virtq.Filler (both
+// kinds do) takes a run of one-segment frames straight into its
 // buffers, each popped, written and used in one pass, without the held
 // bursts and staged used entries of placeRun and the general path. It
 // applies only where those hold nothing: the frames before the run are

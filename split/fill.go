@@ -1,0 +1,122 @@
+package split
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/xvswitch/xvswitch/guestmem"
+	"github.com/xvswitch/xvswitch/virtq"
+)
+
+// The one-pass receive path (virtq.Filler, docs/ring-fast-path.md), the
+// split ring's counterpart of the packed ring's: a run of available heads,
+// each a single writable descriptor long enough for head and frame, goes
+// straight to a used element, with no burst of chains, no in-flight record
+// set and cleared, no used list built and read back.
+//
+// What it accepts is what popOne accepts (head in range and not in flight,
+// neither NEXT nor INDIRECT, length nonzero, buffer in one region), each
+// descriptor read once into locals, and more: the descriptor writable, its
+// buffer long enough. The first entry that fails stops it untouched, for
+// Pop to take and say what is wrong with it. A head given twice in one
+// Fill is caught by a stamp of the Fill's number (heads are not recorded
+// in flight) and fails the ring with ErrBadID, as Pop does; checked where
+// Pop checks a head, before its descriptor.
+//
+// Passes as the packed ring's: check each entry and write its header (a
+// load first) and load the frame's first byte; copy the frames; write the
+// used elements and publish the used index with one release store, as
+// Push does. Nothing of the ring's state moves before the copies are
+// done, so a memory fault leaves it as it was.
+
+// Fill implements virtq.Filler.
+func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
+	if r.err != nil || r.dirty != nil || r.writeMask == 0 {
+		return 0, nil
+	}
+	// What the avail index says is ready, read once with acquire
+	// ordering (as Pop); more than the ring holds is Pop's to refuse.
+	ready := uint16(guestmem.LoadAcquire32(r.avail, 0)>>16) - r.lastAvail
+	if uint32(ready) > r.size {
+		return 0, nil
+	}
+	n := min(j.N, virtq.MaxBurst, int(ready))
+	fill := r.nextFill()
+	inFlight, filled := r.inFlight, r.filled[:len(r.inFlight)]
+	var dsts [virtq.MaxBurst][]byte
+	var heads [virtq.MaxBurst]uint16
+	var t byte
+	k := 0
+	for ; k < n; k++ {
+		head := guestmem.Load16(r.avail, 4+2*int((r.lastAvail+uint16(k))&r.mask))
+		if int(head) >= len(inFlight) || inFlight[head] {
+			break
+		}
+		if filled[head] == fill {
+			return 0, r.fail(fmt.Errorf("fill: %w: head %d given twice", virtq.ErrBadID, head))
+		}
+		off := int(head) * descSize
+		d := (*[descSize]byte)(r.desc[off : off+descSize])
+		addr := binary.LittleEndian.Uint64(d[0:8])
+		hi := binary.LittleEndian.Uint64(d[8:16])
+		length, flags := uint32(hi), uint16(hi>>32)
+		src := j.Src[k]
+		need := virtq.FillHeadLen + len(src)
+		if flags&(descFNext|descFIndirect) != 0 || flags&descFWrite == 0 || int64(length) < int64(need) || len(src) == 0 {
+			break
+		}
+		dst, ok := r.hint.Hinted(addr, uint64(length))
+		if !ok {
+			// Another region (hinted from now on), or none: Pop then
+			// splits the buffer or says what is wrong with it.
+			if dst, ok = r.hint.Translate(addr, uint64(length)); !ok {
+				break
+			}
+		}
+		filled[head] = fill
+		dst = dst[:need]
+		putHead(dst, &j.Head[k])
+		t ^= src[0]
+		dsts[k], heads[k] = dst, head
+	}
+	if k == 0 {
+		return 0, nil
+	}
+	r.touched ^= uint16(t)
+	for m, dst := range dsts[:k] {
+		guestmem.Copy(dst[virtq.FillHeadLen:], j.Src[m])
+	}
+	u := r.usedIdx
+	for m, dst := range dsts[:k] {
+		off := 4 + 8*int(u&r.mask)
+		binary.LittleEndian.PutUint64(r.used[off:off+8], uint64(heads[m])|uint64(len(dst))<<32)
+		u++
+	}
+	r.lastAvail += uint16(k)
+	r.usedIdx = u
+	r.publishUsed()
+	return k, nil
+}
+
+// nextFill numbers a new Fill. Numbers start at 1 (0 is a stamp no Fill
+// made); when they come round, every stamp is cleared, so that one made
+// 2^32 Fills ago can never pass for one of this Fill.
+func (r *Ring) nextFill() uint32 {
+	if r.fills++; r.fills == 0 {
+		clear(r.filled)
+		r.fills = 1
+	}
+	return r.fills
+}
+
+// putHead writes head h at the start of b unless b holds it already (a
+// store takes the line from the guest's core that read it last; a load
+// need not).
+func putHead(b []byte, h *virtq.FillHead) {
+	if binary.LittleEndian.Uint64(b) != h.Lo || binary.LittleEndian.Uint32(b[8:virtq.FillHeadLen]) != h.Hi {
+		binary.LittleEndian.PutUint64(b, h.Lo)
+		binary.LittleEndian.PutUint32(b[8:virtq.FillHeadLen], h.Hi)
+	}
+}
+
+var _ virtq.Filler = (*Ring)(nil)
