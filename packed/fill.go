@@ -31,7 +31,7 @@ import (
 // with ErrBadID, as Pop does.
 //
 // Passes, as in virtionet's placeRun: check every buffer and write its
-// head (a load first: most heads are unchanged, see putHead) and load
+// head (a load first: most heads are unchanged, see virtq.FillHead.Put) and load
 // every frame's first byte, so that the run's cache misses are in flight
 // together; then copy the frames; then write the used descriptors, the
 // first one's flags last with a release store, as Push does. The ring's
@@ -47,7 +47,7 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 	// the used descriptors written below never pass a slot not read.
 	n := min(j.N, virtq.MaxBurst, int(r.size)-int(r.slotsInFlight))
 	var run fillRun
-	run.fill = r.nextFill()
+	run.filled, run.fill = r.stamps.Next()
 	size := int(r.size)
 	idx, wrap := int(r.availIdx), r.availWrap
 	for run.k < n {
@@ -92,11 +92,12 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 // fillRun is what a Fill's first pass found: the buffers, their ids, the
 // XOR of the frames' first bytes (so that their loads stay).
 type fillRun struct {
-	dsts [virtq.MaxBurst][]byte
-	ids  [virtq.MaxBurst]uint16
-	k    int
-	fill uint32
-	t    byte
+	dsts   [virtq.MaxBurst][]byte
+	ids    [virtq.MaxBurst]uint16
+	k      int
+	filled []uint32 // the ring's stamps (virtq.FillStamps) and this Fill's number
+	fill   uint32
+	t      byte
 }
 
 // checkLap is Fill's first pass over the descriptors of lap, the next
@@ -106,7 +107,8 @@ type fillRun struct {
 // does not (see above).
 func (r *Ring) checkLap(j *virtq.FillJob, run *fillRun, lap []byte, ab uint32) (int, error) {
 	inflight, h, size := r.inflight, &r.hint, int(r.size)
-	k, t := run.k, run.t
+	k, t, fill := run.k, run.t, run.fill
+	filled := run.filled[:len(inflight)] // one bounds check here, none per id
 	lap = lap[:min(len(lap), (virtq.MaxBurst-k)*descSize)]
 	off := 0
 	for ; off+descSize <= len(lap); off += descSize {
@@ -127,12 +129,12 @@ func (r *Ring) checkLap(j *virtq.FillJob, run *fillRun, lap []byte, ab uint32) (
 			}
 		}
 		// Checked last, as Pop checks an id after its buffers.
-		if inflight[id].filled == run.fill {
+		if filled[id] == fill {
 			return 0, r.fail(fmt.Errorf("packed: fill: %w: id %d given twice", virtq.ErrBadID, id))
 		}
-		inflight[id].filled = run.fill
+		filled[id] = fill
 		dst = dst[:need]
-		putHead(dst, &j.Head[k])
+		j.Head[k].Put(dst)
 		t ^= src[0]
 		run.ids[k], run.dsts[k] = uint16(id), dst
 		k++
@@ -158,28 +160,4 @@ func usedLap(lap []byte, ids []uint16, dsts [][]byte, bits uint32, held bool) {
 	}
 }
 
-// putHead writes head h at the start of b unless b holds it already: a
-// store must take the line away from the guest's core that read the
-// header last, a load need not (virtionet's putHeaderUnlessEqual says
-// more).
-func putHead(b []byte, h *virtq.FillHead) {
-	if binary.LittleEndian.Uint64(b) != h.Lo || binary.LittleEndian.Uint32(b[8:virtq.FillHeadLen]) != h.Hi {
-		binary.LittleEndian.PutUint64(b, h.Lo)
-		binary.LittleEndian.PutUint32(b[8:virtq.FillHeadLen], h.Hi)
-	}
-}
-
 var _ virtq.Filler = (*Ring)(nil)
-
-// nextFill numbers a new Fill. Numbers start at 1 (0 is a stamp no Fill
-// made); when they come round, every stamp is cleared, so that one made
-// 2^32 Fills ago can never pass for one of this Fill.
-func (r *Ring) nextFill() uint32 {
-	if r.fills++; r.fills == 0 {
-		for i := range r.inflight {
-			r.inflight[i].filled = 0
-		}
-		r.fills = 1
-	}
-	return r.fills
-}

@@ -62,16 +62,13 @@ type Ring struct {
 	broken bool
 	// touched keeps touchAhead's loads from being optimised away.
 	touched uint16
-	// fills numbers the Fills (fill.go), from 1.
-	fills uint32
+	// stamps catch an id given twice in one Fill (fill.go).
+	stamps virtq.FillStamps
 }
 
 type inflightBuf struct {
 	descs    uint16 // ring slots the chain took; 0 when not in flight
 	writeLen uint32 // its writable bytes: used lengths are clamped to it, and IN_ORDER runs need it (MaxUint32: unknown, a malformed chain)
-	// filled is the number of the last Fill that used the id (fill.go),
-	// which is how a Fill finds an id given twice.
-	filled uint32
 }
 
 const kicksUnknown = ^uint32(0)
@@ -118,6 +115,7 @@ func New(cfg virtq.Config) (*Ring, error) {
 		usedIdx:   usedIdx,
 		usedWrap:  cfg.Base&(wrapBit<<16) != 0,
 		inflight:  make([]inflightBuf, cfg.Size),
+		stamps:    virtq.NewFillStamps(int(cfg.Size)),
 		kicks:     kicksUnknown,
 	}
 	if cfg.ReadOnly {

@@ -41,8 +41,9 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 		return 0, nil
 	}
 	n := min(j.N, virtq.MaxBurst, int(ready))
-	fill := r.nextFill()
-	inFlight, filled := r.inFlight, r.filled[:len(r.inFlight)]
+	filled, fill := r.stamps.Next()
+	inFlight := r.inFlight
+	filled = filled[:len(inFlight)]
 	var dsts [virtq.MaxBurst][]byte
 	var heads [virtq.MaxBurst]uint16
 	var t byte
@@ -75,7 +76,7 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 		}
 		filled[head] = fill
 		dst = dst[:need]
-		putHead(dst, &j.Head[k])
+		j.Head[k].Put(dst)
 		t ^= src[0]
 		dsts[k], heads[k] = dst, head
 	}
@@ -96,27 +97,6 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 	r.usedIdx = u
 	r.publishUsed()
 	return k, nil
-}
-
-// nextFill numbers a new Fill. Numbers start at 1 (0 is a stamp no Fill
-// made); when they come round, every stamp is cleared, so that one made
-// 2^32 Fills ago can never pass for one of this Fill.
-func (r *Ring) nextFill() uint32 {
-	if r.fills++; r.fills == 0 {
-		clear(r.filled)
-		r.fills = 1
-	}
-	return r.fills
-}
-
-// putHead writes head h at the start of b unless b holds it already (a
-// store takes the line from the guest's core that read it last; a load
-// need not).
-func putHead(b []byte, h *virtq.FillHead) {
-	if binary.LittleEndian.Uint64(b) != h.Lo || binary.LittleEndian.Uint32(b[8:virtq.FillHeadLen]) != h.Hi {
-		binary.LittleEndian.PutUint64(b, h.Lo)
-		binary.LittleEndian.PutUint32(b[8:virtq.FillHeadLen], h.Hi)
-	}
 }
 
 var _ virtq.Filler = (*Ring)(nil)

@@ -62,10 +62,8 @@ type Ring struct {
 	// touched keeps touchAhead's loads from being optimised away.
 	touched uint16
 
-	// filled is each head's stamp of the last Fill that used it, fills
-	// the number of the last Fill (fill.go).
-	filled []uint32
-	fills  uint32
+	// stamps catch a head given twice in one Fill (fill.go).
+	stamps virtq.FillStamps
 }
 
 var _ virtq.Ring = (*Ring)(nil)
@@ -121,7 +119,7 @@ func New(cfg virtq.Config) (*Ring, error) {
 		lastAvail: uint16(cfg.Base),
 		inFlight:  make([]bool, size),
 		writeLen:  make([]uint32, size),
-		filled:    make([]uint32, size),
+		stamps:    virtq.NewFillStamps(size),
 	}
 	if cfg.ReadOnly {
 		r.writeMask = 0

@@ -1,8 +1,6 @@
 package virtionet
 
 import (
-	"encoding/binary"
-
 	"github.com/xvswitch/xvswitch/virtq"
 )
 
@@ -61,7 +59,7 @@ func (q *RxQueue) placeRun(f *Frames, i int) int {
 		}
 		dsts[k] = dst
 		lo, hi := f.rxHeader(i+k, 1)
-		putHeaderUnlessEqual(dst[:HeaderLen], lo, hi)
+		(&virtq.FillHead{Lo: lo, Hi: hi}).Put(dst)
 		t ^= src[0]
 	}
 	if k == 0 {
@@ -94,25 +92,6 @@ func (q *RxQueue) placeRun(f *Frames, i int) int {
 	q.stagedFrames += k
 	q.stagedBytes += bytes
 	return k
-}
-
-// putHeaderUnlessEqual writes the header lo|hi into h (12 bytes) unless h
-// already holds it, as DPDK's vhost does (ASSIGN_UNLESS_EQUAL). A guest
-// reads the header of every buffer it receives, so the buffer's first line
-// sits in the guest's cache when the device comes round to the buffer
-// again; a store must take that line away from the guest's core (a
-// cross-core invalidation, serialized behind the stores before it), a
-// load need not, and the loads of a whole run overlap. Guests recycle
-// buffers, and a plain frame's header (num_buffers 1, no offloads) is the
-// same every time, so most headers need no store at all. What the guest
-// finds is the same either way: the header bytes are lo|hi when the
-// buffer is given back (a guest writing its own buffer while the device
-// holds it only overwrites what it reads back).
-func putHeaderUnlessEqual(h []byte, lo uint64, hi uint32) {
-	if binary.LittleEndian.Uint64(h) != lo || binary.LittleEndian.Uint32(h[8:HeaderLen]) != hi {
-		binary.LittleEndian.PutUint64(h, lo)
-		binary.LittleEndian.PutUint32(h[8:HeaderLen], hi)
-	}
 }
 
 // fastFrame reports whether frame i of f is one segment that the guest

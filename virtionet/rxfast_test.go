@@ -173,7 +173,7 @@ func TestRxFastRunMixed(t *testing.T) {
 }
 
 // TestRxFastHeaderOverStale: placeRun writes a buffer's header only when
-// the buffer does not hold it already (putHeaderUnlessEqual). A buffer
+// the buffer does not hold it already (virtq.FillHead.Put). A buffer
 // recycled with a stale header of another frame (every byte 0xff, or a
 // num_buffers of 3 and offload fields), a zeroed one and one already
 // holding the right header must all come back with exactly the header of a

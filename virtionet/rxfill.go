@@ -18,11 +18,12 @@ const _ = uint(HeaderLen-virtq.FillHeadLen) + uint(virtq.FillHeadLen-HeaderLen)
 // (see virtq.Filler), and returns how many it delivered.
 func (q *RxQueue) fillRun(f *Frames, i int) int {
 	j := &q.fill
-	n := 0
+	n, bytes := 0, 0
 	for k := i; k < f.n && n < virtq.MaxBurst && q.fastFrame(f, k); k++ {
 		j.Src[n] = f.segs[k][0]
 		lo, hi := f.rxHeader(k, 1)
 		j.Head[n] = virtq.FillHead{Lo: lo, Hi: hi}
+		bytes += f.lens[k]
 		n++
 	}
 	if n == 0 {
@@ -37,9 +38,8 @@ func (q *RxQueue) fillRun(f *Frames, i int) int {
 	if done == 0 {
 		return 0
 	}
-	bytes := 0
-	for _, l := range f.lens[i : i+done] {
-		bytes += l
+	for _, l := range f.lens[i+done : i+n] {
+		bytes -= l // the frames after the buffer that stopped it
 	}
 	q.ctr.pass(done, bytes)
 	q.delivered += done

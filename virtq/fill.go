@@ -1,5 +1,7 @@
 package virtq
 
+import "encoding/binary"
+
 // FillHeadLen is the bytes a Fill writes in front of each frame: the
 // virtio-net header of virtio 1.x (with num_buffers).
 const FillHeadLen = 12
@@ -9,6 +11,46 @@ const FillHeadLen = 12
 type FillHead struct {
 	Lo uint64
 	Hi uint32
+}
+
+// Put writes h at the start of b (FillHeadLen bytes at least) unless b
+// holds it already, as DPDK's vhost writes its headers
+// (ASSIGN_UNLESS_EQUAL). A guest reads the header of every buffer it
+// receives, so the line sits in its core's cache when the device comes
+// round to the buffer again; a store must take the line away (a
+// cross-core invalidation, serialized behind the stores before it), a
+// load need not, and the loads of a run overlap. Guests recycle buffers
+// and a plain frame's header is the same every time, so most need no
+// store. What the guest finds is the same either way.
+func (h *FillHead) Put(b []byte) {
+	if binary.LittleEndian.Uint64(b) != h.Lo || binary.LittleEndian.Uint32(b[8:FillHeadLen]) != h.Hi {
+		binary.LittleEndian.PutUint64(b, h.Lo)
+		binary.LittleEndian.PutUint32(b[8:FillHeadLen], h.Hi)
+	}
+}
+
+// FillStamps is how a Filler, which records no buffer id in flight (each
+// is used before Fill returns), still catches an id given twice in one
+// Fill, as Pop catches it: each use stamps the id with the Fill's number.
+// Numbers start at 1 (0 is a stamp no Fill made); when they come round,
+// every stamp is cleared, so that one made 2^32 Fills ago can never pass
+// for one of this Fill. A ring owns one, of its size.
+type FillStamps struct {
+	of   []uint32
+	fill uint32
+}
+
+// NewFillStamps returns stamps for ids below size.
+func NewFillStamps(size int) FillStamps { return FillStamps{of: make([]uint32, size)} }
+
+// Next numbers a new Fill and returns the stamps, indexed by id, with
+// that number.
+func (s *FillStamps) Next() ([]uint32, uint32) {
+	if s.fill++; s.fill == 0 {
+		clear(s.of)
+		s.fill = 1
+	}
+	return s.of, s.fill
 }
 
 // FillJob is one Fill's frames: up to MaxBurst, each one segment of bytes

@@ -10,5 +10,5 @@ import (
 // descriptor must stay small enough for Go's inliner (a call costs more
 // than most of them). The compiler's own report (-gcflags=-m) is the proof.
 func TestHotHelpersInline(t *testing.T) {
-	inlining.Check(t, "(*Burst).AddSingle", "(*Burst).WritableOne", "(*Burst).ReadableOne", "(*Burst).Readable", "(*Burst).Writable", "(*Burst).SegTail", "(*Burst).AddSegs", "(*Burst).BeginChain", "(*Burst).CommitChain")
+	inlining.Check(t, "(*FillHead).Put", "(*FillStamps).Next", "(*Burst).AddSingle", "(*Burst).WritableOne", "(*Burst).ReadableOne", "(*Burst).Readable", "(*Burst).Writable", "(*Burst).SegTail", "(*Burst).AddSegs", "(*Burst).BeginChain", "(*Burst).CommitChain")
 }
