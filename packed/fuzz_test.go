@@ -38,16 +38,30 @@ var hostileSentinels = []error{
 	virtq.ErrBadLength, virtq.ErrBadAddress, virtq.ErrBadID, virtq.ErrBadIndex, virtq.ErrWriteBeforeRead,
 }
 
-func FuzzPackedPop(f *testing.F) { fuzzPacked(f, false) }
+func FuzzPackedPop(f *testing.F) { fuzzPacked(f, fuzzPop) }
 
 // FuzzPackedFill plays the same inputs as FuzzPackedPop with a Fill before
 // each round's Pop (on a twin of the ring, the memory put back after it),
 // checked against popping one by one (checkFill).
-func FuzzPackedFill(f *testing.F) { fuzzPacked(f, true) }
+func FuzzPackedFill(f *testing.F) { fuzzPacked(f, fuzzFill) }
 
-// fuzzPacked runs a fuzzer over the seeds, with a Fill in each round or
-// not.
-func fuzzPacked(f *testing.F, fill bool) {
+// FuzzPackedTake plays the same inputs as FuzzPackedPop with a Take before
+// each round's Pop, on the ring itself, as the transmit queue does: what
+// it takes and what Pop pops after it are checked against popping one by
+// one (checkTaken, checkSameAsOneByOne).
+func FuzzPackedTake(f *testing.F) { fuzzPacked(f, fuzzTake) }
+
+// fuzzMode is what a fuzzer does in each round besides its Pop.
+type fuzzMode int
+
+const (
+	fuzzPop  fuzzMode = iota // nothing else
+	fuzzFill                 // a Fill on a twin first (checkFill)
+	fuzzTake                 // a Take first (checkTaken)
+)
+
+// fuzzPacked runs a fuzzer over the seeds in mode.
+func fuzzPacked(f *testing.F, mode fuzzMode) {
 	m, err := drivertest.NewAdjacentMem(fuzzRegion)
 	if err != nil {
 		f.Fatal(err)
@@ -56,7 +70,7 @@ func fuzzPacked(f *testing.F, fill bool) {
 	for _, s := range fuzzSeeds(m) {
 		f.Add(s)
 	}
-	fz := &fuzzer{m: m, used: make([]virtq.Used, 0, virtq.MaxBurst), fill: fill}
+	fz := &fuzzer{m: m, used: make([]virtq.Used, 0, virtq.MaxBurst), mode: mode}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fz.run(t, data)
 	})
@@ -69,9 +83,9 @@ type fuzzer struct {
 	b    virtq.Burst
 	ref  virtq.Burst
 	used []virtq.Used
-	// fill: check a Fill in every round (FuzzPackedFill).
-	fill bool
+	mode fuzzMode
 	job  virtq.FillJob
+	take virtq.TakeJob
 }
 
 // run plays one input: it returns how many chains were popped in all and
@@ -122,7 +136,7 @@ func (fz *fuzzer) run(t *testing.T, data []byte) (popped int, hostile error) {
 		} else {
 			r.DisableKicks()
 		}
-		if fz.fill {
+		if fz.mode == fuzzFill {
 			fz.checkFill(t, cfg, r.State(), burst)
 		}
 		// A twin of the ring in the same state, for the reference pops:
@@ -133,17 +147,25 @@ func (fz *fuzzer) run(t *testing.T, data []byte) (popped int, hostile error) {
 		if rerr != nil {
 			t.Fatalf("twin from state %#x: %v", refCfg.Base, rerr)
 		}
-		n, err := r.Pop(b, burst)
-		fz.checkSameAsOneByOne(t, ref, n, burst, err)
+		k := 0
+		if fz.mode == fuzzTake {
+			k = r.Take(&fz.take, burst)
+			fz.checkTaken(t, ref, k, burst)
+		}
+		n, err := 0, error(nil)
+		if b.Reset(); k < burst {
+			n, err = r.Pop(b, burst-k)
+		}
+		fz.checkSameAsOneByOne(t, ref, n, burst-k, err)
 		if err != nil {
 			checkHostile(t, r, b, err)
 			return popped, err
 		}
-		if n != b.N || n > burst {
-			t.Fatalf("Pop returned %d, burst holds %d, max %d", n, b.N, burst)
+		if n != b.N || n > burst-k {
+			t.Fatalf("Pop returned %d, burst holds %d, max %d", n, b.N, burst-k)
 		}
-		popped += n
-		used := fz.used[:0]
+		popped += k + n
+		used := append(fz.used[:0], fz.take.Used[:k]...)
 		for i := 0; i < n; i++ {
 			c := b.Chains[i]
 			var rl, wl int
@@ -178,6 +200,32 @@ func (fz *fuzzer) run(t *testing.T, data []byte) (popped int, hostile error) {
 		}
 	}
 	return popped, nil
+}
+
+// checkTaken pops k chains from ref, a twin of the ring in the state
+// before a Take of up to burst that took k, one chain per Pop: each must
+// be the chain Take took at its place, one readable descriptor of that id
+// whose one segment is the buffer Take gave, inside guest memory.
+func (fz *fuzzer) checkTaken(t *testing.T, ref *packed.Ring, k, burst int) {
+	t.Helper()
+	if k < 0 || k > burst {
+		t.Fatalf("Take of up to %d took %d", burst, k)
+	}
+	rb, j := &fz.ref, &fz.take
+	for i := 0; i < k; i++ {
+		n, err := ref.Pop(rb, 1)
+		if n != 1 || err != nil {
+			t.Fatalf("taken %d: one by one: %d, %v", i, n, err)
+		}
+		c, buf := rb.Chains[0], j.Bufs[i]
+		if j.Used[i] != (virtq.Used{ID: c.ID, Descs: 1}) || c.Descs != 1 || c.WriteLen != 0 || c.Malformed {
+			t.Fatalf("taken %d: %+v; one by one %+v", i, j.Used[i], c)
+		}
+		if !inGuest(fz.m, buf) {
+			t.Fatalf("taken %d: buffer outside guest memory", i)
+		}
+		sameSegs(t, i, [][]byte{buf}, rb.Readable(0))
+	}
 }
 
 // checkSameAsOneByOne pops from ref, a twin of the ring the burst in fz.b

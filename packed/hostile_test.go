@@ -216,6 +216,20 @@ func runHostile(t *testing.T, cases []hostileCase) {
 			}
 			assertBroken(t, e)
 		})
+		t.Run(tc.name+"/take first", func(t *testing.T) {
+			// The transmit path's Take before the Pop: it pops what
+			// Pop would have taken legitimately and stops before the
+			// hostile descriptor; the ring then fails as it does
+			// without it.
+			e := newEnv(t, tc.size, tc.features, 8<<20)
+			tc.setup(e)
+			var j virtq.TakeJob
+			e.r.Take(&j, virtq.MaxBurst)
+			if _, err := e.r.Pop(&e.b, virtq.MaxBurst); !errors.Is(err, tc.want) {
+				t.Fatalf("Take then Pop: %v, want %v", err, tc.want)
+			}
+			assertBroken(t, e)
+		})
 	}
 }
 

@@ -64,7 +64,7 @@ func fuzzInput(shift, features byte, availIdx, base uint16, descs []fuzzDesc, he
 // virtq's sentinels (and ErrBroken), pops nothing when it fails, and
 // everything it pops is well-formed and can be pushed back. Before each
 // Pop, a Fill on a twin of the ring must agree with popping one by one
-// (checkFill).
+// (checkFill), and so must a Take on another (checkTake).
 func FuzzSplitPop(f *testing.F) {
 	const r, w, n, ind = 0, drivertest.SplitFWrite, drivertest.SplitFNext, drivertest.SplitFIndirect
 	d := uint64(fuzzData)
@@ -93,6 +93,7 @@ func FuzzSplitPop(f *testing.F) {
 	ringBytes := m.Bytes(fuzzRing, 0x2000+fuzzTableLen)
 	burst, ref := new(virtq.Burst), new(virtq.Burst)
 	job := new(virtq.FillJob)
+	take, twin := new(virtq.TakeJob), new(virtq.Burst)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 6 {
 			return
@@ -129,6 +130,7 @@ func FuzzSplitPop(f *testing.F) {
 		for round := 0; round < 2; round++ {
 			state := ring.State()
 			checkFill(t, m, cfg, state, ringBytes, job, ref)
+			checkTake(t, cfg, state, take, twin, ref)
 			got, err := ring.Pop(burst, virtq.MaxBurst)
 			sameOneByOne(t, cfg, state, burst, got, err, ref)
 			if err != nil {
