@@ -35,18 +35,26 @@ func (r *Ring) Take(j *virtq.TakeJob, max int) int {
 	n := min(max, virtq.MaxBurst, int(r.size)-int(r.slotsInFlight))
 	size := int(r.size)
 	idx, wrap := int(r.availIdx), r.availWrap
-	k := 0
+	k, rehinted := 0, 0
 	for k < n {
 		// Up to the ring's end, in one lap: one wrap counter for all.
 		m := min(n-k, size-idx)
-		got := r.takeLap(j, k, r.desc[idx*descSize:(idx+m)*descSize], uint32(availBits(wrap))<<16)
+		got, miss := r.takeLap(j, k, r.desc[idx*descSize:(idx+m)*descSize], uint32(availBits(wrap))<<16)
 		k += got
 		if idx += got; idx == size {
 			idx, wrap = 0, !wrap
 		}
-		if got != m {
+		if got == m {
+			continue
+		}
+		// A buffer outside the hinted region: once the hint follows it
+		// (another region), the run goes on from it; else Pop splits it
+		// or says what is wrong with it. At most once per chain taken,
+		// whatever the driver rewrites meanwhile.
+		if !miss || rehinted == n || !r.rehint(idx) {
 			break
 		}
+		rehinted++
 	}
 	if k > 0 {
 		r.nInFlight += k
@@ -59,33 +67,93 @@ func (r *Ring) Take(j *virtq.TakeJob, max int) int {
 // takeLap takes the descriptors of lap, the next slots up to the ring's
 // end at most, available with the bits ab (shifted into an id|flags
 // word), into j from index k on, and returns how many it took, up to the
-// first it does not (see above).
-func (r *Ring) takeLap(j *virtq.TakeJob, k int, lap []byte, ab uint32) int {
-	inflight, h, size := r.inflight, &r.hint, int(r.size)
+// first it does not (see above); miss says that one has a buffer outside
+// the hinted region. Four descriptors at a time while four are left,
+// written out as popLap's (one bounds check on the ring and on each
+// destination for the four, constant offsets within them; a helper for
+// one descriptor is beyond the inliner's budget), then one at a time.
+// The loops call nothing (the translation of another region is
+// rehint's, outside them), so that the compiler keeps their state in
+// registers. Each Used entry is stored field by field: a literal is built
+// in a temporary and copied.
+func (r *Ring) takeLap(j *virtq.TakeJob, k int, lap []byte, ab uint32) (int, bool) {
+	inflight, h, size := r.inflight, &r.hint, len(r.inflight)
 	wm := uint32(r.writeMask) << 16
-	lap = lap[:min(len(lap), (virtq.MaxBurst-k)*descSize)]
-	off := 0
-	for ; off+descSize <= len(lap); off += descSize {
-		d := (*[descSize]byte)(lap[off : off+descSize])
-		id, ln, w, ok := single(d, ab, size)
+	bufs := j.Bufs[k:]
+	bufs = bufs[:min(len(bufs), len(lap)/descSize)]
+	used := j.Used[k:]
+	used = used[:len(bufs)]
+	x := 0
+	for ; x+batch <= len(bufs); x += batch {
+		g := (*[batchBytes]byte)(lap[x*descSize:])
+		b4, u4 := (*[batch][]byte)(bufs[x:]), (*[batch]virtq.Used)(used[x:])
+
+		id, ln, w, ok := single((*[descSize]byte)(g[0*descSize:]), ab, size)
 		if !ok || w&wm != 0 || inflight[id].descs != 0 {
-			break
+			return x, false
 		}
-		addr := binary.LittleEndian.Uint64(d[offAddr:])
-		buf, ok := h.Hinted(addr, uint64(ln))
+		buf, ok := h.Hinted(binary.LittleEndian.Uint64(g[0*descSize+offAddr:]), uint64(ln))
 		if !ok {
-			// Another region (hinted from now on), or none: Pop then
-			// splits the buffer or says what is wrong with it.
-			if buf, ok = h.Translate(addr, uint64(ln)); !ok {
-				break
-			}
+			return x, true
 		}
 		inflight[id] = inflightBuf{descs: 1}
-		i := k + off/descSize
-		j.Bufs[i] = buf
-		j.Used[i] = virtq.Used{ID: uint16(id), Descs: 1}
+		b4[0] = buf
+		u4[0].ID, u4[0].Descs, u4[0].Len = uint16(id), 1, 0
+
+		if id, ln, w, ok = single((*[descSize]byte)(g[1*descSize:]), ab, size); !ok || w&wm != 0 || inflight[id].descs != 0 {
+			return x + 1, false
+		}
+		if buf, ok = h.Hinted(binary.LittleEndian.Uint64(g[1*descSize+offAddr:]), uint64(ln)); !ok {
+			return x + 1, true
+		}
+		inflight[id] = inflightBuf{descs: 1}
+		b4[1] = buf
+		u4[1].ID, u4[1].Descs, u4[1].Len = uint16(id), 1, 0
+
+		if id, ln, w, ok = single((*[descSize]byte)(g[2*descSize:]), ab, size); !ok || w&wm != 0 || inflight[id].descs != 0 {
+			return x + 2, false
+		}
+		if buf, ok = h.Hinted(binary.LittleEndian.Uint64(g[2*descSize+offAddr:]), uint64(ln)); !ok {
+			return x + 2, true
+		}
+		inflight[id] = inflightBuf{descs: 1}
+		b4[2] = buf
+		u4[2].ID, u4[2].Descs, u4[2].Len = uint16(id), 1, 0
+
+		if id, ln, w, ok = single((*[descSize]byte)(g[3*descSize:]), ab, size); !ok || w&wm != 0 || inflight[id].descs != 0 {
+			return x + 3, false
+		}
+		if buf, ok = h.Hinted(binary.LittleEndian.Uint64(g[3*descSize+offAddr:]), uint64(ln)); !ok {
+			return x + 3, true
+		}
+		inflight[id] = inflightBuf{descs: 1}
+		b4[3] = buf
+		u4[3].ID, u4[3].Descs, u4[3].Len = uint16(id), 1, 0
 	}
-	return off / descSize
+	for ; x < len(bufs); x++ {
+		d := (*[descSize]byte)(lap[x*descSize:])
+		id, ln, w, ok := single(d, ab, size)
+		if !ok || w&wm != 0 || inflight[id].descs != 0 {
+			return x, false
+		}
+		buf, ok := h.Hinted(binary.LittleEndian.Uint64(d[offAddr:]), uint64(ln))
+		if !ok {
+			return x, true
+		}
+		inflight[id] = inflightBuf{descs: 1}
+		bufs[x] = buf
+		used[x].ID, used[x].Descs, used[x].Len = uint16(id), 1, 0
+	}
+	return len(bufs), false
+}
+
+// rehint points the hint at the region of the buffer of descriptor idx
+// and reports whether one holds it whole. What the descriptor says is
+// read again, and checked again, by the takeLap that follows.
+func (r *Ring) rehint(idx int) bool {
+	d := r.desc[idx*descSize : idx*descSize+descSize]
+	_, ok := r.hint.Translate(binary.LittleEndian.Uint64(d[offAddr:]), uint64(binary.LittleEndian.Uint32(d[offLen:])))
+	return ok
 }
 
 var _ virtq.Taker = (*Ring)(nil)

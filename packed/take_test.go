@@ -2,6 +2,7 @@ package packed_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/xvswitch/xvswitch/packed"
@@ -79,13 +80,13 @@ func TestTakeRounds(t *testing.T) {
 	}
 }
 
-// TestTakeStops: two buffers Take takes, then one it must not: Take pops
-// two and leaves the third to Pop, which takes it as it is (or fails the
+// TestTakeStops: buffers Take takes, then one it must not: Take pops the
+// good ones and leaves the other to Pop, which takes it as it is (or fails the
 // ring for what is wrong with it).
 func TestTakeStops(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		add  func(e *env) // the third buffer
+		add  func(e *env) // the buffer Take must stop at
 		want error        // Pop's error on it, nil: Pop takes it
 	}{
 		{"chain of two", func(e *env) {
@@ -104,7 +105,7 @@ func TestTakeStops(t *testing.T) {
 			e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 256, ID: 7}})
 		}, virtq.ErrBadID},
 		{"id taken in this run", func(e *env) {
-			e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 256, ID: 14}})
+			e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 256, ID: 10}})
 		}, virtq.ErrBadID},
 		{"id out of range", func(e *env) {
 			e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 256, ID: 16}})
@@ -113,37 +114,48 @@ func TestTakeStops(t *testing.T) {
 			e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 0, ID: 5}})
 		}, nil},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, 16, fIndirect, 1<<20)
-			if tc.name == "id in flight" {
-				// Buffer 7, popped and not pushed (held, say): the
-				// driver then offers id 7 again.
-				e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 256, ID: 7}})
-				if e.pop(1) != 1 {
-					t.Fatal("buffer 7 not popped")
+		// The third buffer comes after 0-5 good ones: at each place
+		// of a group of four, and after a whole group.
+		for good := 0; good <= 5; good++ {
+			if good == 0 && tc.name == "id taken in this run" {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/after %d", tc.name, good), func(t *testing.T) {
+				e := newEnv(t, 16, fIndirect, 1<<20)
+				if tc.name == "id in flight" {
+					// Buffer 7, popped and not pushed (held, say): the
+					// driver then offers id 7 again.
+					e.d.AddRaw([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 256, ID: 7}})
+					if e.pop(1) != 1 {
+						t.Fatal("buffer 7 not popped")
+					}
 				}
-			}
-			st, inflight := e.r.State(), e.r.InFlight()
-			addrs := []uint64{e.bufBase + 4096, e.bufBase + 8192}
-			// Ids the driver model does not hand out before the
-			// third buffer's (it takes the lowest free one).
-			ids := []uint16{14, 15}
-			e.d.AddRaw([]drivertest.PackedDesc{{Addr: addrs[0], Len: 256, ID: 14}})
-			e.d.AddRaw([]drivertest.PackedDesc{{Addr: addrs[1], Len: 256, ID: 15}})
-			tc.add(e)
-			var j virtq.TakeJob
-			if n := e.r.Take(&j, 4); n != 2 {
-				t.Fatalf("Take popped %d, want 2", n)
-			}
-			if got := (e.r.State() - st) & 0x7fff; got != 2 || e.r.InFlight() != inflight+2 {
-				t.Fatalf("avail index moved by %d (%d in flight), want 2 (%d)", got, e.r.InFlight(), inflight+2)
-			}
-			wantTaken(t, e, &j, ids, addrs, 256)
-			n, err := e.r.Pop(&e.b, 32)
-			if !errors.Is(err, tc.want) || (tc.want == nil && n != 1) {
-				t.Fatalf("Pop after Take: %d, %v; want 1 chain or %v", n, err, tc.want)
-			}
-		})
+				st, inflight := e.r.State(), e.r.InFlight()
+				// Ids 10-15, which the driver model does not hand out
+				// before the third buffer's (it takes the lowest free
+				// one); the case "id taken in this run" offers 10 again.
+				var ids []uint16
+				var addrs []uint64
+				for i := range good {
+					ids = append(ids, uint16(10+i))
+					addrs = append(addrs, e.bufBase+4096*uint64(1+i))
+					e.d.AddRaw([]drivertest.PackedDesc{{Addr: addrs[i], Len: 256, ID: ids[i]}})
+				}
+				tc.add(e)
+				var j virtq.TakeJob
+				if n := e.r.Take(&j, 8); n != good {
+					t.Fatalf("Take popped %d, want %d", n, good)
+				}
+				if got := (e.r.State() - st) & 0x7fff; got != uint32(good) || e.r.InFlight() != inflight+good {
+					t.Fatalf("avail index moved by %d (%d in flight), want %d (%d)", got, e.r.InFlight(), good, inflight+good)
+				}
+				wantTaken(t, e, &j, ids, addrs, 256)
+				n, err := e.r.Pop(&e.b, 32)
+				if !errors.Is(err, tc.want) || (tc.want == nil && n != 1) {
+					t.Fatalf("Pop after Take: %d, %v; want 1 chain or %v", n, err, tc.want)
+				}
+			})
+		}
 	}
 }
 
