@@ -16,11 +16,16 @@ import (
 // A TxQueue is owned by one worker; see the package doc.
 type TxQueue struct {
 	queueBase
+	// taker is the ring's one-pass transmit path, or nil (virtq.Taker).
+	taker virtq.Taker
+	// take holds the chains of the last Receive: the ones Take popped,
+	// then the ones Pop put in burst; take.Used is every chain's used
+	// entry, in that order, for Complete.
+	take    virtq.TakeJob
 	burst   virtq.Burst
 	frames  Frames
-	used    [virtq.MaxBurst]virtq.Used
 	pending int // chains of the last Receive not yet completed
-	// chainOf is the chain index (in used) of each frame of Frames;
+	// chainOf is the chain index (in take.Used) of each frame of Frames;
 	// held is what Hold keeps past Complete (txhold.go).
 	chainOf [virtq.MaxBurst]uint8
 	held    txHeld
@@ -33,6 +38,7 @@ type TxQueue struct {
 func NewTxQueue(ring virtq.Ring, cfg QueueConfig) *TxQueue {
 	q := &TxQueue{}
 	q.init(ring, cfg)
+	q.taker = takerOf(ring)
 	return q
 }
 
@@ -66,13 +72,23 @@ func (q *TxQueue) Receive(max int) (int, error) {
 	if max > virtq.MaxBurst {
 		max = virtq.MaxBurst
 	}
-	b := &q.burst
-	n, err := q.ring.Pop(b, max)
-	if err != nil {
-		q.ctr.drop(DropRingBroken, n)
-		q.fail("pop", err)
-		q.ctr.publish()
-		return 0, q.err
+	// The one-pass path first (virtq.Taker), then Pop for what stopped
+	// it: chains, indirect tables, a buffer over two regions, a ring
+	// without the path, and whatever is wrong, which Pop finds.
+	j, b := &q.take, &q.burst
+	k, n := 0, 0
+	if q.taker != nil {
+		k = q.taker.Take(j, max)
+	}
+	b.Reset()
+	if k < max {
+		var err error
+		if n, err = q.ring.Pop(b, max-k); err != nil {
+			q.ctr.drop(DropRingBroken, k) // the chains taken before it
+			q.fail("pop", err)
+			q.ctr.publish()
+			return 0, q.err
+		}
 	}
 	// Buffer lengths the short way takes; from a guest that negotiated
 	// offloads, only behind a header that asks for none (what DPDK writes
@@ -85,57 +101,76 @@ func (q *TxQueue) Receive(max int) (int, error) {
 	if q.offl.Csum {
 		general = 0xff00 | FlagNeedsCsum
 	}
+	// The short way, for what Linux and DPDK guests send: one readable
+	// buffer holding the header and a frame the switch passes, from a
+	// guest that negotiated no offload (whose header is ignored) or
+	// behind a header that asks for none. Any other chain goes the
+	// general way (receiveChain), which would take the same frame from
+	// these.
 	bytes := 0
-	for i := 0; i < n; i++ {
-		c := &b.Chains[i]
-		q.used[i] = virtq.Used{ID: c.ID, Descs: c.Descs}
-		// The short way, for what Linux and DPDK guests send: one
-		// readable buffer holding the header and a frame the switch
-		// passes, from a guest that negotiated no offload (whose header
-		// is ignored) or behind a header that asks for none. Any other
-		// chain goes the general way below, which would take the same
-		// frame from these.
-		if seg := b.ReadableOne(i); len(seg) >= short && len(seg) <= long && binary.LittleEndian.Uint16(seg)&general == 0 {
+	for i := 0; i < k; i++ {
+		if seg := j.Bufs[i]; len(seg) >= short && len(seg) <= long && binary.LittleEndian.Uint16(seg)&general == 0 {
 			q.chainOf[q.frames.n] = uint8(i)
 			q.frames.addOne(seg[hdr:])
 			bytes += len(seg) - hdr
 			continue
 		}
-		if c.Malformed || c.WriteLen != 0 || len(b.Writable(i)) != 0 {
-			q.ctr.drop(DropMalformed, 1)
-			continue
-		}
-		var off Offload
-		if q.offl.Csum {
-			// Only a guest that negotiated an offload has a header
-			// worth reading; the others' headers are ignored, as the
-			// spec lets a device do (and as xvswitch always did).
-			off = readOffload(b.Readable(i))
-		}
-		segs, flen, ok := skipHeader(b.Readable(i), q.hdrLen)
-		if !ok || flen < EthHeaderLen {
-			q.ctr.drop(DropMalformed, 1)
-			continue
-		}
-		if !off.IsZero() {
-			var why DropReason
-			if off, why, ok = q.offl.checkOffload(off, flen); !ok {
-				q.ctr.drop(why, 1)
-				continue
-			}
-		}
-		if flen > q.maxFrame && !off.GSO() {
-			q.ctr.drop(DropTooLong, 1)
-			continue
-		}
-		q.chainOf[q.frames.n] = uint8(i)
-		q.frames.setOffload(segs, flen, off)
-		bytes += flen
+		bytes += q.receiveChain(i, j.Bufs[i:i+1], false)
 	}
+	for i := 0; i < n; i++ {
+		c := &b.Chains[i]
+		j.Used[k+i] = virtq.Used{ID: c.ID, Descs: c.Descs}
+		if seg := b.ReadableOne(i); len(seg) >= short && len(seg) <= long && binary.LittleEndian.Uint16(seg)&general == 0 {
+			q.chainOf[q.frames.n] = uint8(k + i)
+			q.frames.addOne(seg[hdr:])
+			bytes += len(seg) - hdr
+			continue
+		}
+		bytes += q.receiveChain(k+i, b.Readable(i), c.Malformed || c.WriteLen != 0 || len(b.Writable(i)) != 0)
+	}
+	n += k
 	q.pending = n
 	q.ctr.pass(q.frames.n, bytes)
 	q.ctr.publish()
 	return n, nil
+}
+
+// receiveChain takes chain u of the last Receive (its index in q.take.Used)
+// the general way: segs are its readable segments, bad says it is
+// malformed or has writable buffers (dropped as malformed). The frame goes
+// into q.frames with the offload its header asks for, or is counted as a
+// drop. It returns the frame's bytes (0 for a drop).
+func (q *TxQueue) receiveChain(u int, segs [][]byte, bad bool) int {
+	if bad {
+		q.ctr.drop(DropMalformed, 1)
+		return 0
+	}
+	var off Offload
+	if q.offl.Csum {
+		// Only a guest that negotiated an offload has a header worth
+		// reading; the others' headers are ignored, as the spec lets a
+		// device do (and as xvswitch always did).
+		off = readOffload(segs)
+	}
+	segs, flen, ok := skipHeader(segs, q.hdrLen)
+	if !ok || flen < EthHeaderLen {
+		q.ctr.drop(DropMalformed, 1)
+		return 0
+	}
+	if !off.IsZero() {
+		var why DropReason
+		if off, why, ok = q.offl.checkOffload(off, flen); !ok {
+			q.ctr.drop(why, 1)
+			return 0
+		}
+	}
+	if flen > q.maxFrame && !off.GSO() {
+		q.ctr.drop(DropTooLong, 1)
+		return 0
+	}
+	q.chainOf[q.frames.n] = uint8(u)
+	q.frames.setOffload(segs, flen, off)
+	return flen
 }
 
 // Frames returns the frames of the last Receive, valid until Complete.
@@ -181,9 +216,16 @@ func (q *TxQueue) Reset(ring virtq.Ring) {
 		q.forgetHeld(true)
 	}
 	q.ring = ring
+	q.taker = takerOf(ring)
 	q.err = nil
 	q.pending = 0
 	q.frames.Reset()
+}
+
+// takerOf returns ring's Taker, or nil.
+func takerOf(ring virtq.Ring) virtq.Taker {
+	t, _ := ring.(virtq.Taker)
+	return t
 }
 
 // readOffload reads the offload fields of the virtio-net header at the

@@ -55,7 +55,7 @@ func (q *TxQueue) Hold(i int) (id uint16, ok bool) {
 	if q.held.mask&(1<<c) != 0 {
 		return 0, false
 	}
-	u := q.used[c]
+	u := q.take.Used[c]
 	if q.held.byID == nil {
 		// Once, at the first Hold: every ID a guest can name (256 KiB,
 		// only on queues that hold), so no later Hold allocates.
@@ -188,19 +188,19 @@ func (q *TxQueue) forgetHeld(lost bool) {
 }
 
 // unheld drops the chains of the last Receive that Hold took from
-// q.used[:n] and returns what is left to push.
+// q.take.Used[:n] and returns what is left to push.
 func (q *TxQueue) unheld(n int) []virtq.Used {
 	m := q.held.mask
 	if m == 0 {
-		return q.used[:n]
+		return q.take.Used[:n]
 	}
 	q.held.mask = 0
 	k := 0
 	for i := 0; i < n; i++ {
 		if m&(1<<i) == 0 {
-			q.used[k] = q.used[i]
+			q.take.Used[k] = q.take.Used[i]
 			k++
 		}
 	}
-	return q.used[:k]
+	return q.take.Used[:k]
 }
