@@ -156,6 +156,9 @@ func (fz *fuzzer) run(t *testing.T, data []byte) (popped int, hostile error) {
 		if b.Reset(); k < burst {
 			n, err = r.Pop(b, burst-k)
 		}
+		if fz.mode == fuzzTake && !fz.take.More && (n != 0 || err != nil) {
+			t.Fatalf("Take of %d took %d and said Pop finds nothing; Pop: %d, %v", burst, k, n, err)
+		}
 		fz.checkSameAsOneByOne(t, ref, n, burst-k, err)
 		if err != nil {
 			checkHostile(t, r, b, err)

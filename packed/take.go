@@ -3,6 +3,7 @@ package packed
 import (
 	"encoding/binary"
 
+	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/virtq"
 )
 
@@ -29,6 +30,13 @@ import (
 // Take implements virtq.Taker.
 func (r *Ring) Take(j *virtq.TakeJob, max int) int {
 	if r.broken || r.inOrder {
+		j.More = true // Pop's to say what the ring is
+		return 0
+	}
+	j.More = false
+	// An empty ring costs one look at the next descriptor, as in Pop:
+	// the run's setup is for a ring with something on it.
+	if !r.availableAt(int(r.availIdx), r.availWrap) {
 		return 0
 	}
 	// At most the slots not in flight, as Pop.
@@ -52,6 +60,9 @@ func (r *Ring) Take(j *virtq.TakeJob, max int) int {
 		// or says what is wrong with it. At most once per chain taken,
 		// whatever the driver rewrites meanwhile.
 		if !miss || rehinted == n || !r.rehint(idx) {
+			// Pop has something to look at only if the driver made
+			// the descriptor that stopped the run available.
+			j.More = r.availableAt(idx, wrap)
 			break
 		}
 		rehinted++
@@ -145,6 +156,13 @@ func (r *Ring) takeLap(j *virtq.TakeJob, k int, lap []byte, ab uint32) (int, boo
 		used[x].ID, used[x].Descs, used[x].Len = uint16(id), 1, 0
 	}
 	return len(bufs), false
+}
+
+// availableAt reports whether descriptor idx carries the AVAIL/USED bits
+// of the driver's wrap counter wrap (made available in that lap).
+func (r *Ring) availableAt(idx int, wrap bool) bool {
+	w := guestmem.LoadAcquire32(r.desc, idx*descSize+offIDFlags)
+	return uint16(w>>16)&(flagAvail|flagUsed) == availBits(wrap)
 }
 
 // rehint points the hint at the region of the buffer of descriptor idx

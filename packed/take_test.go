@@ -56,8 +56,8 @@ func TestTakeRounds(t *testing.T) {
 			}
 		} else {
 			n := e.r.Take(&j, m+round%3)
-			if n != m || e.r.InFlight() != m {
-				t.Fatalf("round %d: took %d (%d in flight) of %d buffers", round, n, e.r.InFlight(), m)
+			if n != m || e.r.InFlight() != m || j.More {
+				t.Fatalf("round %d: took %d (%d in flight, more %v) of %d buffers", round, n, e.r.InFlight(), j.More, m)
 			}
 			wantTaken(t, e, &j, ids, addrs, 256)
 			used = j.Used[:n]
@@ -143,8 +143,8 @@ func TestTakeStops(t *testing.T) {
 				}
 				tc.add(e)
 				var j virtq.TakeJob
-				if n := e.r.Take(&j, 8); n != good {
-					t.Fatalf("Take popped %d, want %d", n, good)
+				if n := e.r.Take(&j, 8); n != good || !j.More {
+					t.Fatalf("Take popped %d (more %v), want %d and more", n, j.More, good)
 				}
 				if got := (e.r.State() - st) & 0x7fff; got != uint32(good) || e.r.InFlight() != inflight+good {
 					t.Fatalf("avail index moved by %d (%d in flight), want %d (%d)", got, e.r.InFlight(), good, inflight+good)
@@ -190,8 +190,8 @@ func TestTakeOff(t *testing.T) {
 	check := func(name string, e *env) {
 		t.Helper()
 		st := e.r.State()
-		if n := e.r.Take(&j, 4); n != 0 || e.r.State() != st || e.r.InFlight() != 0 {
-			t.Fatalf("%s: Take popped %d, state %#x -> %#x", name, n, st, e.r.State())
+		if n := e.r.Take(&j, 4); n != 0 || !j.More || e.r.State() != st || e.r.InFlight() != 0 {
+			t.Fatalf("%s: Take popped %d (more %v), state %#x -> %#x", name, n, j.More, st, e.r.State())
 		}
 	}
 	e := newEnv(t, 8, fInOrder, 1<<20)

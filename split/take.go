@@ -23,6 +23,7 @@ import (
 
 // Take implements virtq.Taker.
 func (r *Ring) Take(j *virtq.TakeJob, max int) int {
+	j.More = true // unless the run ends where the ready entries do
 	if r.err != nil {
 		return 0
 	}
@@ -61,6 +62,12 @@ func (r *Ring) Take(j *virtq.TakeJob, max int) int {
 		writeLen[head] = 0
 		j.Bufs[k] = buf
 		j.Used[k] = virtq.Used{ID: head, Descs: 1}
+	}
+	if k == n {
+		// Every ready entry (or max of them) taken: a Pop now would
+		// read the avail index again for what the driver added since,
+		// which the next poll finds as well.
+		j.More = false
 	}
 	r.lastAvail += uint16(k)
 	r.nInFlight += k

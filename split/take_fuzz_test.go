@@ -12,7 +12,8 @@ import (
 // must be the chain Pop gives at its place, one readable descriptor of
 // that head whose one segment is the buffer Take gave; and the twin's next
 // Pop, after the Take, must give what popping on one by one gives next, or
-// fail the same way (Take left it untouched).
+// fail the same way (Take left it untouched), and find nothing when Take
+// said so (More false).
 func checkTake(t *testing.T, cfg virtq.Config, state uint32, j *virtq.TakeJob, b, ref *virtq.Burst) {
 	t.Helper()
 	cfg.Base = state
@@ -44,6 +45,9 @@ func checkTake(t *testing.T, cfg virtq.Config, state uint32, j *virtq.TakeJob, b
 		return
 	}
 	n, err := taker.Pop(b, 1)
+	if !j.More && (n != 0 || err != nil) {
+		t.Fatalf("Take took %d and said Pop finds nothing; Pop: %d, %v", k, n, err)
+	}
 	rn, rerr := one.Pop(ref, 1)
 	if (err == nil) != (rerr == nil) || specific(err) != specific(rerr) || n != rn {
 		t.Fatalf("Pop after a Take of %d: %d, %v; one by one: %d, %v", k, n, err, rn, rerr)

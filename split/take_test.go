@@ -83,8 +83,8 @@ func TestSplitTakeRounds(t *testing.T) {
 			}
 		} else {
 			n := e.r.Take(&j, m+round%3)
-			if n != m || e.r.InFlight() != m {
-				t.Fatalf("round %d: took %d (%d in flight) of %d buffers", round, n, e.r.InFlight(), m)
+			if n != m || e.r.InFlight() != m || j.More {
+				t.Fatalf("round %d: took %d (%d in flight, more %v) of %d buffers", round, n, e.r.InFlight(), j.More, m)
 			}
 			e.wantTaken(&j, heads, addrs, 256)
 			used = j.Used[:n]
@@ -144,8 +144,8 @@ func TestSplitTakeStops(t *testing.T) {
 				e.d.PublishIdx(idx)
 			}
 			var j virtq.TakeJob
-			if n := e.r.Take(&j, 4); n != 2 || e.r.InFlight() != 2 {
-				t.Fatalf("Take popped %d (%d in flight), want 2", n, e.r.InFlight())
+			if n := e.r.Take(&j, 4); n != 2 || e.r.InFlight() != 2 || !j.More {
+				t.Fatalf("Take popped %d (%d in flight, more %v), want 2 and more", n, e.r.InFlight(), j.More)
 			}
 			e.wantTaken(&j, heads, addrs, 256)
 			var b virtq.Burst
@@ -168,8 +168,8 @@ func TestSplitTakeOff(t *testing.T) {
 	if _, err := e.r.Pop(&b, 32); !errors.Is(err, virtq.ErrBadIndex) {
 		t.Fatal(err)
 	}
-	if n := e.r.Take(&j, 4); n != 0 {
-		t.Fatalf("broken ring: Take popped %d", n)
+	if n := e.r.Take(&j, 4); n != 0 || !j.More {
+		t.Fatalf("broken ring: Take popped %d (more %v), want 0 and Pop to say why", n, j.More)
 	}
 
 	e = newFillEnv(t, 8)

@@ -76,12 +76,12 @@ func (q *TxQueue) Receive(max int) (int, error) {
 	// it: chains, indirect tables, a buffer over two regions, a ring
 	// without the path, and whatever is wrong, which Pop finds.
 	j, b := &q.take, &q.burst
-	k, n := 0, 0
+	k, n, more := 0, 0, true
 	if q.taker != nil {
-		k = q.taker.Take(j, max)
+		k, more = q.taker.Take(j, max), j.More
 	}
 	b.Reset()
-	if k < max {
+	if k < max && more {
 		var err error
 		if n, err = q.ring.Pop(b, max-k); err != nil {
 			q.ctr.drop(DropRingBroken, k) // the chains taken before it

@@ -8,6 +8,14 @@ package virtq
 type TakeJob struct {
 	Bufs [MaxBurst][]byte
 	Used [MaxBurst]Used
+	// More, after a Take, says whether a Pop may find something Take
+	// left: the descriptor that stopped it was available (a chain Take
+	// does not take, or something wrong), or the ring cannot take this
+	// path at all. False when it stopped at a descriptor not yet
+	// available, or at max, or at the ring's room in flight: a Pop then
+	// would find nothing to pop, and a poll of an empty ring costs one
+	// look at it, not two.
+	More bool
 }
 
 // Taker is a ring with a one-pass transmit path for the common case of a
@@ -23,8 +31,9 @@ type Taker interface {
 	// j.Bufs[:n] and j.Used[:n]. They are in flight as after a Pop, and
 	// a Push of their Used entries returns them. The descriptor that
 	// stops it is left untouched, for Pop to take (and to say what is
-	// wrong with it): a Pop right after a Take continues where it stopped.
-	// It takes none when the ring cannot take this path at all (broken,
-	// IN_ORDER). It fails nothing: what is wrong is Pop's to find.
+	// wrong with it): a Pop right after a Take continues where it stopped
+	// (j.More says whether it can find anything). It takes none when the
+	// ring cannot take this path at all (broken, IN_ORDER). It fails
+	// nothing: what is wrong is Pop's to find.
 	Take(j *TakeJob, max int) int
 }
