@@ -70,6 +70,37 @@ func (e *env) restore() {
 	e.r = r
 }
 
+// readOnly replaces the ring by a fresh ReadOnly one over the same
+// driver (a transmit queue's: WRITE flags ignored).
+func (e *env) readOnly() {
+	e.t.Helper()
+	e.cfg.ReadOnly = true
+	r, err := packed.New(e.cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.r = r
+}
+
+// addInTwoRegions adds 8 single buffers of 256 bytes, writable or not,
+// alternately in the buffer region and the ring's, and returns their ids
+// and guest addresses.
+func (e *env) addInTwoRegions(write bool) ([]uint16, []uint64) {
+	e.t.Helper()
+	other := e.m.Regions[0].GuestAddr + e.m.Regions[0].Size - 4096 // the ring's region
+	var ids []uint16
+	var addrs []uint64
+	for i := 0; i < 8; i++ {
+		a := e.bufBase + uint64(i)*256
+		if i%2 == 1 {
+			a = other - uint64(i)*256
+		}
+		ids = append(ids, mustAdd(e, []drivertest.PackedBuf{{Addr: a, Len: 256, Write: write}}))
+		addrs = append(addrs, a)
+	}
+	return ids, addrs
+}
+
 // pop pops up to max chains and fails the test on error.
 func (e *env) pop(max int) int {
 	e.t.Helper()

@@ -189,17 +189,7 @@ func TestFillDuplicateID(t *testing.T) {
 // all, hinting each region as it goes (Pop's way), in order.
 func TestFillRegions(t *testing.T) {
 	e := newEnv(t, 16, 0, 1<<20)
-	other := e.m.Regions[0].GuestAddr + e.m.Regions[0].Size - 4096 // the ring's region
-	var ids []uint16
-	var addrs []uint64
-	for i := 0; i < 8; i++ {
-		a := e.bufBase + uint64(i)*256
-		if i%2 == 1 {
-			a = other - uint64(i)*256
-		}
-		ids = append(ids, mustAdd(e, []drivertest.PackedBuf{{Addr: a, Len: 256, Write: true}}))
-		addrs = append(addrs, a)
-	}
+	ids, addrs := e.addInTwoRegions(true)
 	j := drivertest.FillJob(8, func(i int) int { return 60 + i })
 	if n, err := e.r.Fill(j); n != 8 || err != nil {
 		t.Fatalf("Fill placed %d (%v), want 8", n, err)
@@ -224,19 +214,14 @@ func TestFillOff(t *testing.T) {
 	check("IN_ORDER", e)
 
 	e = newEnv(t, 8, 0, 1<<20)
-	cfg := e.cfg
-	cfg.ReadOnly = true
-	r, err := packed.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.r = r
+	e.readOnly()
 	addSingles(e, 0, 1)
 	check("transmit ring", e)
 
 	e = newEnv(t, 8, 0, 1<<20)
-	cfg = e.cfg
+	cfg := e.cfg
 	cfg.Mem = drivertest.NewLog(e.m).Logged(e.m)
+	var err error
 	if e.r, err = packed.New(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package packed_test
 import (
 	"testing"
 
-	"github.com/xvswitch/xvswitch/packed"
 	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
 
@@ -13,12 +12,7 @@ import (
 // and readable, where a normal ring refuses it.
 func TestReadOnlyRing(t *testing.T) {
 	e := newEnv(t, 8, fIndirect, 1<<16)
-	e.cfg.ReadOnly = true
-	r, err := packed.New(e.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.r = r
+	e.readOnly()
 	copy(e.m.Bytes(e.bufBase, 22), "0123456789abcdefghijkl")
 	tb := e.d.WriteTable([]drivertest.PackedDesc{{Addr: e.bufBase, Len: 12, Flags: dWrite}, {Addr: e.bufBase + 12, Len: 10}})
 	e.d.AddRaw([]drivertest.PackedDesc{{Addr: tb, Len: 32, Flags: dInd}})

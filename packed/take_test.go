@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/xvswitch/xvswitch/packed"
 	"github.com/xvswitch/xvswitch/virtq"
 	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
@@ -163,17 +162,7 @@ func TestTakeStops(t *testing.T) {
 // all, hinting each region as it goes (Pop's way), in order.
 func TestTakeRegions(t *testing.T) {
 	e := newEnv(t, 16, 0, 1<<20)
-	other := e.m.Regions[0].GuestAddr + e.m.Regions[0].Size - 4096 // the ring's region
-	var ids []uint16
-	var addrs []uint64
-	for i := 0; i < 8; i++ {
-		a := e.bufBase + uint64(i)*256
-		if i%2 == 1 {
-			a = other - uint64(i)*256
-		}
-		ids = append(ids, mustAdd(e, []drivertest.PackedBuf{{Addr: a, Len: 256}}))
-		addrs = append(addrs, a)
-	}
+	ids, addrs := e.addInTwoRegions(false)
 	var j virtq.TakeJob
 	if n := e.r.Take(&j, 32); n != 8 {
 		t.Fatalf("Take popped %d of 8", n)
@@ -206,13 +195,7 @@ func TestTakeOff(t *testing.T) {
 	check("broken", e)
 
 	e = newEnv(t, 8, 0, 1<<20)
-	cfg := e.cfg
-	cfg.ReadOnly = true
-	r, err := packed.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.r = r
+	e.readOnly()
 	addSingles(e, 0, 1) // writable, as far as the flags go
 	if n := e.r.Take(&j, 4); n != 2 {
 		t.Fatalf("ReadOnly ring: Take popped %d of 2 writable-flagged buffers", n)
