@@ -16,11 +16,11 @@ import (
 // read once each. Take pops into the list the queue reads, with the
 // ring's position in locals.
 //
-// What it accepts is what popLap accepts, one descriptor after the other
-// from any slot (no groups, no alignment): available in the current wrap,
-// neither NEXT nor INDIRECT, id in range and not in flight, length
-// nonzero, buffer inside the hinted region or, failing that, inside
-// another single region (Translate; the hint follows it, as a Pop's
+// What it accepts is what popLap accepts, from any slot (four at a time
+// where four are left, none of popGroups' alignment): available in the
+// current wrap, neither NEXT nor INDIRECT, id in range and not in flight,
+// length nonzero, buffer inside the hinted region or, failing that,
+// inside another single region (rehint; the hint follows it, as a Pop's
 // translation does), and readable (the WRITE flag is ignored on a
 // ReadOnly ring, as Pop ignores it). Each is checked on values read once.
 // The first that fails stops it untouched, for Pop. Ids go in flight as
@@ -57,7 +57,7 @@ func (r *Ring) Take(j *virtq.TakeJob, max int) int {
 		}
 		// A buffer outside the hinted region: once the hint follows it
 		// (another region), the run goes on from it; else Pop splits it
-		// or says what is wrong with it. At most once per chain taken,
+		// or says what is wrong with it. At most n times in one Take,
 		// whatever the driver rewrites meanwhile.
 		if !miss || rehinted == n || !r.rehint(idx) {
 			// Pop has something to look at only if the driver made
