@@ -107,8 +107,8 @@ func (q *TxQueue) Receive(max int) (int, error) {
 	// behind a header that asks for none. Any other chain goes the
 	// general way (receiveChain), which would take the same frame from
 	// these.
-	bytes := 0
-	for i := 0; i < k; i++ {
+	i, bytes := q.shortRun(k, short, long, general)
+	for ; i < k; i++ {
 		if seg := j.Bufs[i]; len(seg) >= short && len(seg) <= long && binary.LittleEndian.Uint16(seg)&general == 0 {
 			q.chainOf[q.frames.n] = uint8(i)
 			q.frames.addOne(seg[hdr:])
@@ -133,6 +133,33 @@ func (q *TxQueue) Receive(max int) (int, error) {
 	q.ctr.pass(q.frames.n, bytes)
 	q.ctr.publish()
 	return n, nil
+}
+
+// shortRun puts the first chains Take took into the empty frame table,
+// for as long as each goes the short way (the bounds and header bits
+// Receive passes it), and returns how many it put and their bytes. It
+// writes the table's arrays directly, frame i at index i, with the count
+// and the offloads (all zero: Reset left the table plain) set once for
+// the run: what addOne does per frame, less the per-frame count and
+// offload stores.
+func (q *TxQueue) shortRun(k, short, long int, general uint16) (int, int) {
+	f, hdr := &q.frames, q.hdrLen
+	bufs := q.take.Bufs[:k]
+	bytes, i := 0, 0
+	for ; i < len(bufs); i++ {
+		seg := bufs[i]
+		if len(seg) < short || len(seg) > long || binary.LittleEndian.Uint16(seg)&general != 0 {
+			break
+		}
+		f.one[i][0] = seg[hdr:]
+		f.segs[i] = f.one[i][:]
+		f.lens[i] = len(seg) - hdr
+		q.chainOf[i] = uint8(i)
+		bytes += len(seg) - hdr
+	}
+	clear(f.off[:i])
+	f.n = i
+	return i, bytes
 }
 
 // receiveChain takes chain u of the last Receive (its index in q.take.Used)

@@ -71,3 +71,45 @@ func TestTxTakeThenPop(t *testing.T) {
 		})
 	}
 }
+
+// TestTxPlainAfterOffload: a burst whose frames ask for a checksum, then
+// one of plain frames on the same queue: the plain frames carry no offload
+// (the table's offloads of the last burst do not leak into a run the
+// short way fills), and the table says it is plain.
+func TestTxPlainAfterOffload(t *testing.T) {
+	csum := Header{Flags: FlagNeedsCsum, CsumStart: 34, CsumOffset: 6}
+	for _, k := range kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			g := newGuest(t, k, 64, 0)
+			q := NewTxQueue(g.ring, QueueConfig{Index: 1, Features: featV1 | featOffloads})
+			rng := rand.New(rand.NewSource(5))
+			for range 4 {
+				g.sendWithHeader(csum, frame(rng, 60), hdrCombined)
+			}
+			if n, err := q.Receive(virtq.MaxBurst); n != 4 || err != nil {
+				t.Fatalf("Receive: %d, %v", n, err)
+			}
+			if f := q.Frames(); f.Len() != 4 || f.Offload(3).IsZero() || f.Plain() {
+				t.Fatalf("%d frames, offload %+v, plain %v: want 4 asking for a checksum", f.Len(), f.Offload(3), f.Plain())
+			}
+			if err := q.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			for range 4 {
+				g.sendWithHeader(Header{}, frame(rng, 60), hdrCombined)
+			}
+			if n, err := q.Receive(virtq.MaxBurst); n != 4 || err != nil {
+				t.Fatalf("Receive: %d, %v", n, err)
+			}
+			f := q.Frames()
+			if f.Len() != 4 || !f.Plain() {
+				t.Fatalf("%d frames, plain %v: want 4 plain", f.Len(), f.Plain())
+			}
+			for i := range 4 {
+				if !f.Offload(i).IsZero() {
+					t.Fatalf("plain frame %d carries offload %+v", i, f.Offload(i))
+				}
+			}
+		})
+	}
+}
