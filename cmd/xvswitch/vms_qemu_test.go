@@ -110,6 +110,12 @@ func TestVMsQEMU(t *testing.T) {
 	if !g1.WaitReady("restart", 150*time.Second) {
 		t.Fatalf("vm1 never reached its restart step:\n%s", g1.Wait().Reports)
 	}
+	// vm2 pings vm1 at the same time as vm1 pings vm2, and may still be
+	// at it when vm1 is ready: its TCP receiver listens once its pings
+	// are done (vm1's restart step keeps pinging until the outage).
+	if !g2.WaitReady("tcp", 150*time.Second) {
+		t.Fatalf("vm2 never reached its tcp step:\n%s", g2.Wait().Reports)
+	}
 	t.Logf("the guests reach each other: restarting xvswitch")
 	if err := d.stop(t); err != nil {
 		t.Errorf("xvswitch exited with %v", err)
