@@ -90,29 +90,15 @@ func (q *TxQueue) Receive(max int) (int, error) {
 			return 0, q.err
 		}
 	}
-	// Buffer lengths the short way takes; from a guest that negotiated
-	// offloads, only behind a header that asks for none (what DPDK writes
-	// for a frame it asks nothing for).
-	hdr, short, long := q.hdrLen, q.hdrLen+EthHeaderLen, q.hdrLen+q.maxFrame
-	// The header bits that send a frame the general way: none from a
-	// guest without offloads (its header is ignored), else NEEDS_CSUM
-	// and any GSO type (header bytes 0 and 1, little-endian).
-	var general uint16
-	if q.offl.Csum {
-		general = 0xff00 | FlagNeedsCsum
-	}
-	// The short way, for what Linux and DPDK guests send: one readable
-	// buffer holding the header and a frame the switch passes, from a
-	// guest that negotiated no offload (whose header is ignored) or
-	// behind a header that asks for none. Any other chain goes the
-	// general way (receiveChain), which would take the same frame from
-	// these.
-	i, bytes := q.shortRun(k, short, long, general)
+	// The short way, for what Linux and DPDK guests send (shortWay):
+	// one readable buffer holding the header and a frame the switch
+	// passes. Any other chain goes the general way (receiveChain), which
+	// would take the same frame from these.
+	sw := q.shortWay()
+	i, bytes := q.shortRun(k, sw)
 	for ; i < k; i++ {
-		if seg := j.Bufs[i]; len(seg) >= short && len(seg) <= long && binary.LittleEndian.Uint16(seg)&general == 0 {
-			q.chainOf[q.frames.n] = uint8(i)
-			q.frames.addOne(seg[hdr:])
-			bytes += len(seg) - hdr
+		if seg := j.Bufs[i]; sw.takes(seg) {
+			bytes += q.addShort(i, seg)
 			continue
 		}
 		bytes += q.receiveChain(i, j.Bufs[i:i+1], false)
@@ -120,10 +106,8 @@ func (q *TxQueue) Receive(max int) (int, error) {
 	for i := 0; i < n; i++ {
 		c := &b.Chains[i]
 		j.Used[k+i] = virtq.Used{ID: c.ID, Descs: c.Descs}
-		if seg := b.ReadableOne(i); len(seg) >= short && len(seg) <= long && binary.LittleEndian.Uint16(seg)&general == 0 {
-			q.chainOf[q.frames.n] = uint8(k + i)
-			q.frames.addOne(seg[hdr:])
-			bytes += len(seg) - hdr
+		if seg := b.ReadableOne(i); sw.takes(seg) {
+			bytes += q.addShort(k+i, seg)
 			continue
 		}
 		bytes += q.receiveChain(k+i, b.Readable(i), c.Malformed || c.WriteLen != 0 || len(b.Writable(i)) != 0)
@@ -135,20 +119,53 @@ func (q *TxQueue) Receive(max int) (int, error) {
 	return n, nil
 }
 
+// shortWay is the test a chain's one readable buffer passes to go the
+// short way: a length the general way would pass (an Ethernet header at
+// least, the MTU's frame at most, after the virtio-net header) and, from
+// a guest that negotiated offloads, a header that asks for none (neither
+// NEEDS_CSUM nor a GSO type: header bytes 0 and 1, little-endian; what
+// DPDK writes for a frame it asks nothing for). A guest without offloads
+// has its header ignored (general is 0). Made once per Receive.
+type shortWay struct {
+	short, long int
+	general     uint16
+}
+
+func (q *TxQueue) shortWay() shortWay {
+	w := shortWay{short: q.hdrLen + EthHeaderLen, long: q.hdrLen + q.maxFrame}
+	if q.offl.Csum {
+		w.general = 0xff00 | FlagNeedsCsum
+	}
+	return w
+}
+
+// takes reports whether seg goes the short way.
+func (w shortWay) takes(seg []byte) bool {
+	return len(seg) >= w.short && len(seg) <= w.long && binary.LittleEndian.Uint16(seg)&w.general == 0
+}
+
+// addShort puts the frame of seg, chain u's one buffer (its index in
+// q.take.Used), into the frame table past the header and returns its
+// bytes.
+func (q *TxQueue) addShort(u int, seg []byte) int {
+	q.chainOf[q.frames.n] = uint8(u)
+	q.frames.addOne(seg[q.hdrLen:])
+	return len(seg) - q.hdrLen
+}
+
 // shortRun puts the first chains Take took into the empty frame table,
-// for as long as each goes the short way (the bounds and header bits
-// Receive passes it), and returns how many it put and their bytes. It
-// writes the table's arrays directly, frame i at index i, with the count
-// and the offloads (all zero: Reset left the table plain) set once for
-// the run: what addOne does per frame, less the per-frame count and
-// offload stores.
-func (q *TxQueue) shortRun(k, short, long int, general uint16) (int, int) {
+// for as long as each goes the short way (sw), and returns how many it
+// put and their bytes. It writes the table's arrays directly, frame i at
+// index i, with the count and the offloads (all zero: Reset left the
+// table plain) set once for the run: what addShort does per frame, less
+// the per-frame count and offload stores.
+func (q *TxQueue) shortRun(k int, sw shortWay) (int, int) {
 	f, hdr := &q.frames, q.hdrLen
 	bufs := q.take.Bufs[:k]
 	bytes, i := 0, 0
 	for ; i < len(bufs); i++ {
 		seg := bufs[i]
-		if len(seg) < short || len(seg) > long || binary.LittleEndian.Uint16(seg)&general != 0 {
+		if !sw.takes(seg) {
 			break
 		}
 		f.one[i][0] = seg[hdr:]
