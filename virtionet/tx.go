@@ -125,7 +125,11 @@ func (q *TxQueue) Receive(max int) (int, error) {
 // a guest that negotiated offloads, a header that asks for none (neither
 // NEEDS_CSUM nor a GSO type: header bytes 0 and 1, little-endian; what
 // DPDK writes for a frame it asks nothing for). A guest without offloads
-// has its header ignored (general is 0). Made once per Receive.
+// has its header ignored and unread (general is 0): the header has a
+// cache line of its own in front of the frame in DPDK's buffers, which
+// the guest writes again for its next frame, and a line this CPU read
+// must be taken back from it first (DPDK's vhost reads the header only
+// with offloads too). Made once per Receive.
 type shortWay struct {
 	short, long int
 	general     uint16
@@ -141,7 +145,7 @@ func (q *TxQueue) shortWay() shortWay {
 
 // takes reports whether seg goes the short way.
 func (w shortWay) takes(seg []byte) bool {
-	return len(seg) >= w.short && len(seg) <= w.long && binary.LittleEndian.Uint16(seg)&w.general == 0
+	return len(seg) >= w.short && len(seg) <= w.long && (w.general == 0 || binary.LittleEndian.Uint16(seg)&w.general == 0)
 }
 
 // addShort puts the frame of seg, chain u's one buffer (its index in
