@@ -47,6 +47,10 @@ type Config struct {
 	// (a port's offloads=off): guests then checksum and segment every
 	// frame themselves.
 	NoOffloads bool
+	// RxBackoff is the receive queues' back-off after a burst found the
+	// guest without buffers (virtionet.QueueConfig.RxBackoff; 0 or
+	// negative: none).
+	RxBackoff time.Duration
 	// DisableFeatures removes virtio feature bits from the offer (for
 	// example 1<<virtq.FeatureRingPacked to force the split ring).
 	DisableFeatures uint64

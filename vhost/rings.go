@@ -96,6 +96,7 @@ func (d *Device) ensureNetQueue(s *session, q *Queue) {
 	c.netSID, c.netFeatures, c.netMaxFrame = s.id, f, mf
 	nc := virtionet.QueueConfig{Index: q.index, Features: f, MaxFrame: mf, Call: s.callLine(q.index)}
 	if q.index%2 == 0 {
+		nc.RxBackoff = d.cfg.RxBackoff
 		q.rx.Store(virtionet.NewRxQueue(nil, nc))
 	} else {
 		q.tx.Store(virtionet.NewTxQueue(nil, nc))

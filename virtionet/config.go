@@ -2,6 +2,7 @@ package virtionet
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/xvswitch/xvswitch/virtq"
 )
@@ -20,6 +21,12 @@ type QueueConfig struct {
 	// Call is the line of a Notifier that interrupts the guest for this
 	// queue (vhost-user SET_VRING_CALL); nil for none.
 	Call *Line
+	// RxBackoff (receive queues): after a Deliver that ran out of the
+	// guest's buffers, Deliver counts frames as no_rx_buffers without
+	// reading the ring for this long, so that a switch that brings frames
+	// faster than the guest takes them does not slow the guest's refill
+	// with its looks (rxbackoff.go). Zero or negative: off.
+	RxBackoff time.Duration
 }
 
 func (c *QueueConfig) maxFrame() int {

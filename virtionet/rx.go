@@ -47,13 +47,15 @@ type RxQueue struct {
 	cur, next int
 	chainLen  int  // average buffer size of the last pop, for estimates
 	drained   bool // the ring ran out of buffers during this Deliver
-	pops      int  // Pops during this Deliver, bounded by maxPops
+	backoff   rxBackoff
+	pops      int // Pops during this Deliver, bounded by maxPops
 
 	used         [usedCap]virtq.Used
 	nused        int
 	stagedFrames int // frames whose used entries are staged, not pushed
 	stagedBytes  int
 	delivered    int  // frames pushed during this Deliver
+	offered      int  // frames given to this Deliver
 	pushed       bool // something was pushed and the guest not yet notified
 
 	// busy is set while Deliver runs, unplaced the frames of its Frames
@@ -88,6 +90,7 @@ func NewRxQueue(ring virtq.Ring, cfg QueueConfig) *RxQueue {
 	q.mrg = virtq.Has(cfg.Features, FeatureMrgRxbuf)
 	q.dirty = loggedMemory(ring)
 	q.filler = fillerOf(ring)
+	q.backoff.span = max(cfg.RxBackoff, 0)
 	return q
 }
 
@@ -112,10 +115,16 @@ func (q *RxQueue) Deliver(f *Frames) (int, error) {
 		q.ctr.publish()
 		return 0, nil
 	}
+	if q.backoff.holding() {
+		q.ctr.drop(DropNoRxBuffers, f.n) // rxbackoff.go
+		q.ctr.publish()
+		return 0, nil
+	}
 	q.returnAbandoned()
 	q.drained = false
 	q.pops = 0
 	q.delivered = 0
+	q.offered = f.n
 	q.busy = true
 	defer q.unwind()
 	fill := true // until the Filler places nothing (rxfill.go)
@@ -177,6 +186,9 @@ func (q *RxQueue) finish() (int, error) {
 		q.pushed = false
 	}
 	q.busy = false
+	if q.drained && q.delivered < q.offered {
+		q.backoff.ranDry()
+	}
 	q.ctr.publish()
 	return q.delivered, nil
 }

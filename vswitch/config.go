@@ -38,6 +38,11 @@ type Config struct {
 	// IdleAfter is how long a worker's queues must be empty before it stops
 	// polling and sleeps in epoll (0: DefaultIdleAfter; negative: never).
 	IdleAfter time.Duration
+	// RxBackoff is how long a guest's receive queue leaves its ring alone
+	// after a burst found it without buffers, counting frames for it as
+	// no_rx_buffers meanwhile (virtionet.QueueConfig.RxBackoff; 0:
+	// DefaultRxBackoff; negative: never).
+	RxBackoff time.Duration
 }
 
 // NamedPort is a port driver and the name it goes by.

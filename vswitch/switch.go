@@ -56,6 +56,9 @@ func New(cfg Config) (*Switch, error) {
 	if cfg.IdleAfter == 0 {
 		cfg.IdleAfter = DefaultIdleAfter
 	}
+	if cfg.RxBackoff == 0 {
+		cfg.RxBackoff = DefaultRxBackoff
+	}
 	s := &Switch{cfg: cfg, byName: map[string]*port{}, start: time.Now(), fdbChanged: make(chan struct{}, 1), awake: make(chan struct{}, 1)}
 	s.fdb = NewFDB(portspec.FDBSize, &s.clock)
 	s.fdb.changed = func() {

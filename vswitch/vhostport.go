@@ -85,6 +85,7 @@ func (s *Switch) AddVhost(spec portspec.Vhost) error {
 		SocketMode: spec.Mode,
 		SocketGID:  spec.GID,
 		NoOffloads: spec.NoOffloads,
+		RxBackoff:  s.cfg.RxBackoff,
 		OnEvent:    p.event,
 		// The device logs its own events (connected, ready with what was
 		// negotiated, broken and why...), under the port's name.

@@ -16,6 +16,12 @@ import (
 // queue never pays the wake-up latency.
 const DefaultIdleAfter = 10 * time.Millisecond
 
+// DefaultRxBackoff is Config.RxBackoff's default: about what a guest's
+// driver takes to post a few buffers, far shorter than the gap between a
+// NIC's bursts at any rate a guest keeps up with (BENCHMARKS.md, "The
+// receive back-off").
+const DefaultRxBackoff = time.Microsecond
+
 // worker polls its queues in bursts on one locked OS thread.
 type worker struct {
 	forwarder

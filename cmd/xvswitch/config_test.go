@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xvswitch/xvswitch/vswitch"
 )
 
 func TestParseRunFlagsAndFile(t *testing.T) {
@@ -92,6 +94,33 @@ func TestConfigFileSyntax(t *testing.T) {
 		os.WriteFile(file, []byte(tc.conf), 0o644)
 		if _, err := parseRun([]string{"--config", file}); err == nil || err.Error() != file+tc.want {
 			t.Errorf("%q: err %v, want %s%s", tc.conf, err, file, tc.want)
+		}
+	}
+}
+
+// TestRxBackoffFlag: --rx-backoff defaults to vswitch.DefaultRxBackoff, 0
+// turns the back-off off (vswitch.Config's negative), and a negative or
+// malformed value is refused.
+func TestRxBackoffFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, vswitch.DefaultRxBackoff},
+		{[]string{"--rx-backoff", "3us"}, 3 * time.Microsecond},
+		{[]string{"--rx-backoff", "0"}, -1},
+	} {
+		cfg, err := parseRun(tc.args)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if cfg.RxBackoff != tc.want {
+			t.Errorf("%v: RxBackoff %v, want %v", tc.args, cfg.RxBackoff, tc.want)
+		}
+	}
+	for _, bad := range []string{"-1us", "soon"} {
+		if _, err := parseRun([]string{"--rx-backoff", bad}); err == nil {
+			t.Errorf("--rx-backoff %s accepted", bad)
 		}
 	}
 }

@@ -39,6 +39,7 @@ func newRunFlags() *runFlags {
 	r.cfg.Workers = 1
 	r.cfg.FDBAge = 300 * time.Second
 	r.cfg.IdleAfter = vswitch.DefaultIdleAfter
+	r.cfg.RxBackoff = vswitch.DefaultRxBackoff
 	r.cfg.LogLevel = "info"
 	r.cfg.LogFormat = "text"
 	return r
@@ -64,6 +65,9 @@ func (r *runFlags) options() []option {
 		{name: "idle-after", value: "DURATION",
 			help: "how long a worker's queues stay empty before it sleeps in epoll; -1ns: never sleep",
 			def:  vswitch.DefaultIdleAfter.String(), set: r.setIdleAfter},
+		{name: "rx-backoff", value: "DURATION",
+			help: "how long a VM's receive queue leaves its ring alone after a burst found no buffers there, counting frames for it as no_rx_buffers, so that frames coming faster than the guest takes them do not slow its refill; 0: never",
+			def:  vswitch.DefaultRxBackoff.String(), set: r.setRxBackoff},
 		{section: "daemon", name: "config", value: "FILE",
 			help: "read settings from FILE first: one per line, an option without its dashes and its value ('nic eth1,queues=2'), and comments after a #; the command line adds to or overrides them",
 			set:  r.setConfig},
@@ -143,6 +147,18 @@ func (r *runFlags) setIdleAfter(s string) error {
 		return fmt.Errorf("want a duration, like 10ms or 1s, or -1ns never to sleep")
 	}
 	r.cfg.IdleAfter = d
+	return nil
+}
+
+func (r *runFlags) setRxBackoff(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want a duration, like 1us, or 0 never to back off")
+	}
+	if d == 0 {
+		d = -1 // vswitch.Config's 0 is the default
+	}
+	r.cfg.RxBackoff = d
 	return nil
 }
 
