@@ -13,7 +13,8 @@ import "time"
 // generator) slows the guest's refill with its own looks, one cross-CPU
 // transfer each. On the packed ring that line is the descriptor's own;
 // with the two CPUs far apart (~170 ns a line) a 1 µs back-off let the
-// guest take 14% more frames (BENCHMARKS.md, "The receive back-off").
+// guest take 3% more frames, by the medians of 49 and 42 runs, and
+// changed nothing with them near (BENCHMARKS.md, "The receive back-off").
 //
 // So for RxBackoff after a Deliver that ran out of buffers before its
 // last frame, Deliver counts its frames as no_rx_buffers without reading
