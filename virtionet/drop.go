@@ -5,7 +5,8 @@ type DropReason uint8
 
 const (
 	// DropNoRxBuffers: the guest had no (or not enough) receive buffers
-	// posted when the frame came.
+	// posted when the frame came, or had run out of them within the
+	// queue's RxBackoff before it (rxbackoff.go).
 	DropNoRxBuffers DropReason = iota
 	// DropTooLong: the frame is longer than the queue's MaxFrame.
 	DropTooLong
