@@ -37,9 +37,11 @@ import (
 // first one's flags last with a release store, as Push does. The ring's
 // position moves only after the copies, so a memory fault in them leaves
 // it as it was (the stamps left behind belong to a Fill that is over).
+// An eager Fill does the last two a line at a time (filleager.go).
 
 // Fill implements virtq.Filler.
 func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
+	j.Published = 0
 	if r.broken || r.dirty != nil || r.inOrder || r.writeMask == 0 {
 		return 0, nil
 	}
@@ -69,6 +71,10 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 		return 0, nil
 	}
 	r.touched ^= uint16(run.t)
+	if j.Eager {
+		r.publishEach(j, &run, k) // filleager.go
+		return k, nil
+	}
 	for m, dst := range run.dsts[:k] {
 		guestmem.Copy(dst[virtq.FillHeadLen:], j.Src[m])
 	}

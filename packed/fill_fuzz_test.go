@@ -17,7 +17,9 @@ import (
 // that Pop refuses as given twice. Where a head Fill wrote lies on the
 // ring (a hostile driver's buffer over its own descriptors), what Fill
 // read after it differs from what Pop reads: the comparison stops there.
-func (fz *fuzzer) checkFill(t *testing.T, cfg virtq.Config, st uint32, burst int) {
+// An eager Fill (FillJob.Eager) must leave the same, and say it published
+// all it placed.
+func (fz *fuzzer) checkFill(t *testing.T, cfg virtq.Config, st uint32, burst int, eager bool) {
 	t.Helper()
 	m, j := fz.m, &fz.job
 	snap := m.Snapshot()
@@ -27,7 +29,7 @@ func (fz *fuzzer) checkFill(t *testing.T, cfg virtq.Config, st uint32, burst int
 		t.Fatalf("twin from state %#x: %v", st, err)
 	}
 	var frame [200]byte
-	j.N = burst
+	j.N, j.Eager = burst, eager
 	for i := 0; i < burst; i++ {
 		j.Src[i] = frame[:1+(i*23)%len(frame)]
 		j.Head[i] = virtq.FillHead{Lo: uint64(i), Hi: uint32(i)}
@@ -35,6 +37,9 @@ func (fz *fuzzer) checkFill(t *testing.T, cfg virtq.Config, st uint32, burst int
 	n, ferr := fr.Fill(j)
 	if n < 0 || n > burst || (ferr != nil && n != 0) {
 		t.Fatalf("Fill of %d frames: %d, %v", burst, n, ferr)
+	}
+	if want := map[bool]int{true: n}[eager]; j.Published != want {
+		t.Fatalf("Fill (eager %v) placed %d frames and says it published %d", eager, n, j.Published)
 	}
 	size := uint32(cfg.Size)
 	ring := m.Bytes(m.Regions[0].GuestAddr, uint64(size)*16)

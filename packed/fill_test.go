@@ -42,11 +42,18 @@ func wantFilled(t *testing.T, e *env, j *virtq.FillJob, ids []uint16, addrs []ui
 	}
 }
 
-// TestFillRounds: rounds of Fills over a ring of 8, some with more frames
+// TestFillRounds: rounds of Fills (batched and eager) over a ring of 8, some with more frames
 // than buffers, across the ring's end and its laps, every third round
 // popped and pushed instead: every frame arrives whole and in order, and
 // the two paths agree on where the ring is.
 func TestFillRounds(t *testing.T) {
+	for _, eager := range []bool{false, true} {
+		t.Run(map[bool]string{false: "batched", true: "eager"}[eager], func(t *testing.T) { fillRounds(t, eager) })
+	}
+}
+
+// fillRounds is TestFillRounds with eager Fills (FillJob.Eager) or not.
+func fillRounds(t *testing.T, eager bool) {
 	e := newEnv(t, 8, 0, 1<<20)
 	next := 0
 	for round := 0; round < 40; round++ {
@@ -74,12 +81,16 @@ func TestFillRounds(t *testing.T) {
 			continue
 		}
 		j := drivertest.FillJob(m+round%3, func(i int) int { return 1 + (round*37+i*13)%(256-virtq.FillHeadLen) })
+		j.Eager = eager
 		n, err := e.r.Fill(j)
 		if n != m || err != nil {
 			t.Fatalf("round %d: Fill placed %d (%v) of %d frames into %d buffers", round, n, err, j.N, m)
 		}
 		if !e.r.NeedNotify() {
 			t.Fatalf("round %d: no interrupt asked for after a Fill", round)
+		}
+		if want := map[bool]int{true: n}[eager]; j.Published != want {
+			t.Fatalf("round %d: %d frames published as they went, want %d", round, j.Published, want)
 		}
 		wantFilled(t, e, j, ids, addrs)
 		if e.r.InFlight() != 0 {

@@ -31,6 +31,7 @@ import (
 
 // Fill implements virtq.Filler.
 func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
+	j.Published = 0 // one used index for the run: never eager
 	if r.err != nil || r.dirty != nil || r.writeMask == 0 {
 		return 0, nil
 	}

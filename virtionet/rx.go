@@ -47,8 +47,14 @@ type RxQueue struct {
 	cur, next int
 	chainLen  int  // average buffer size of the last pop, for estimates
 	drained   bool // the ring ran out of buffers during this Deliver
-	backoff   rxBackoff
-	pops      int // Pops during this Deliver, bounded by maxPops
+	// eagerLeft: the Delivers that still publish eagerly (virtq.FillJob.
+	// Eager), eagerDelivers from the last one that ran out of buffers
+	// before its last frame: the guest is behind.
+	eagerLeft uint16
+	// inFill: a Fill is running, for unwind (its published frames).
+	inFill  bool
+	backoff rxBackoff
+	pops    int // Pops during this Deliver, bounded by maxPops
 
 	used         [usedCap]virtq.Used
 	nused        int
@@ -188,6 +194,9 @@ func (q *RxQueue) finish() (int, error) {
 	q.busy = false
 	if q.drained && q.delivered < q.offered {
 		q.backoff.ranDry()
+		q.eagerLeft = eagerDelivers
+	} else if q.eagerLeft > 0 {
+		q.eagerLeft--
 	}
 	q.ctr.publish()
 	return q.delivered, nil
@@ -211,6 +220,19 @@ func (q *RxQueue) unwind() {
 		return
 	}
 	q.busy = false
+	if q.inFill {
+		// An eager Fill published some of its frames before the
+		// fault: the guest has those.
+		q.inFill = false
+		j := &q.fill
+		bytes := 0
+		for _, src := range j.Src[:j.Published] {
+			bytes += len(src)
+		}
+		q.ctr.pass(j.Published, bytes)
+		q.unplaced -= j.Published
+		q.pushed = q.pushed || j.Published > 0 // the next finish interrupts for them
+	}
 	q.ctr.drop(DropMemoryFault, q.unplaced)
 	q.unplaced = 0
 	q.ctr.pass(q.stagedFrames, q.stagedBytes)

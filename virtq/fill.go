@@ -60,6 +60,16 @@ type FillJob struct {
 	Src  [MaxBurst][]byte
 	Head [MaxBurst]FillHead
 	N    int
+	// Eager asks for each line of used descriptors to be published as
+	// soon as its frames are copied, instead of the whole run at its end:
+	// for a guest that is behind (its ring ran dry), which can then take
+	// the first frames while the rest are copied. A ring that publishes
+	// one index for all (split) ignores it.
+	Eager bool
+	// Published is how many of the frames an eager Fill has published so
+	// far, set as it goes: what a memory fault in the middle of it leaves
+	// delivered. A Fill that is not eager leaves it 0.
+	Published int
 }
 
 // Filler is a ring with a one-pass receive path for the common case of a
@@ -84,5 +94,8 @@ type Filler interface {
 	// memory behind a buffer or a frame) leaves the ring as it was: no
 	// buffer popped, none used; heads and frames may have been written
 	// into buffers the driver still owns, which it overwrites or ignores.
+	// An eager Fill (FillJob.Eager) leaves the ring as it was after the
+	// frames it published before the fault (FillJob.Published), which the
+	// driver has.
 	Fill(j *FillJob) (int, error)
 }
