@@ -42,10 +42,10 @@ func wantFilled(t *testing.T, e *env, j *virtq.FillJob, ids []uint16, addrs []ui
 	}
 }
 
-// TestFillRounds: rounds of Fills (batched and eager) over a ring of 8, some with more frames
-// than buffers, across the ring's end and its laps, every third round
-// popped and pushed instead: every frame arrives whole and in order, and
-// the two paths agree on where the ring is.
+// TestFillRounds: rounds of Fills (batched and eager) over a ring of 8,
+// some with more frames than buffers, across the ring's end and its laps,
+// every third round popped and pushed instead: every frame arrives whole
+// and in order, and the two paths agree on where the ring is.
 func TestFillRounds(t *testing.T) {
 	for _, eager := range []bool{false, true} {
 		t.Run(map[bool]string{false: "batched", true: "eager"}[eager], func(t *testing.T) { fillRounds(t, eager) })
