@@ -85,67 +85,72 @@ func TestRxEagerAfterRunningDry(t *testing.T) {
 	}
 }
 
-// TestRxFaultInEagerFill: an eager Fill (the guest was behind) publishes
-// its first line of used descriptors, then faults copying a frame of the
-// second (its second page is gone: another guest's memory, truncated).
-// The frames published before the fault count as delivered and are in the
-// guest's ring, the interrupted one and the rest as memory_fault, and the
-// next burst goes into the buffers the fault left. A Fill that is not
-// eager publishes nothing before the same fault.
+// TestRxFaultInEagerFill: an eager Fill (the guest was behind) on the
+// packed ring publishes its first lines of used descriptors (slots 1-3,
+// then 4-7), then faults copying the frame after (its second page is
+// gone: another guest's memory, truncated). The frames published before
+// the fault count as delivered and are in the guest's ring, the
+// interrupted one and the rest as memory_fault, and the next burst goes
+// into the buffers the fault left. A Fill that is not eager, and the split
+// ring's (never eager), publish nothing before the same fault.
 func TestRxFaultInEagerFill(t *testing.T) {
-	for _, eager := range []bool{true, false} {
-		t.Run(map[bool]string{true: "eager", false: "batched"}[eager], func(t *testing.T) {
-			g, q := rxCase(t, kindPacked, 0, featMrg, 0)
-			rng := rand.New(rand.NewSource(12))
-			first := []byte(nil)
-			passed, bytes, dry := 0, 0, 0
-			if eager {
-				// One buffer for two frames: the ring runs dry, the
-				// guest is behind, and the used position is 1, so the
-				// next Fill's first line is slots 1-3.
-				g.post(2048)
-				first = frame(rng, 80)
-				if n, err := q.Deliver(framesOf(first, frame(rng, 80))); n != 1 || err != nil || q.eagerLeft == 0 {
-					t.Fatalf("Deliver = %d, %v, eager for %d Delivers", n, err, q.eagerLeft)
-				}
-				passed, bytes, dry = 1, len(first), 1
-			}
-			for i := 0; i < 8; i++ {
-				g.post(2048)
-			}
-			fs := make([][]byte, 6)
-			for i := range fs {
-				fs[i] = frame(rng, 100)
-			}
-			var truncate func()
-			fs[4], truncate = straddling(t, fs[4])
-			truncate()
-			if r := deliverFault(q, framesOf(fs...)); !isMemoryFault(r) {
-				t.Fatalf("Deliver unwound with %v, want a memory fault", r)
-			}
-			published := 0
-			if eager {
-				published = 3 // slots 1-3: frames 0-2
-			}
-			passed += published
-			bytes += bytesOf(fs[:published])
-			checkStats(t, q.Snapshot(), passed, bytes, map[DropReason]int{DropNoRxBuffers: dry, DropMemoryFault: 6 - published})
-
-			// The queue goes on: the next burst lands after what was
-			// published, in the buffers the fault left.
-			g0, g1 := frame(rng, 200), frame(rng, 300)
-			if n, err := q.Deliver(framesOf(g0, g1)); n != 2 || err != nil {
-				t.Fatalf("Deliver after the fault = %d, %v", n, err)
-			}
-			var want [][]byte
-			if first != nil {
-				want = append(want, first)
-			}
-			want = append(want, fs[:published]...)
-			checkReceived(t, g, true, append(want, g0, g1))
-			checkStats(t, q.Snapshot(), passed+2, bytes+len(g0)+len(g1), map[DropReason]int{DropNoRxBuffers: dry, DropMemoryFault: 6 - published})
-		})
+	for _, k := range kinds {
+		for _, eager := range []bool{true, false} {
+			t.Run(k.String()+"/"+map[bool]string{true: "eager", false: "batched"}[eager], func(t *testing.T) { faultInEagerFill(t, k, eager) })
+		}
 	}
+}
+
+// faultInEagerFill is TestRxFaultInEagerFill on ring kind k.
+func faultInEagerFill(t *testing.T, k ringKind, eager bool) {
+	g, q := rxCase(t, k, 0, featMrg, 0)
+	rng := rand.New(rand.NewSource(12))
+	first := []byte(nil)
+	passed, bytes, dry := 0, 0, 0
+	if eager {
+		// One buffer for two frames: the ring runs dry, the
+		// guest is behind, and the used position is 1.
+		g.post(2048)
+		first = frame(rng, 80)
+		if n, err := q.Deliver(framesOf(first, frame(rng, 80))); n != 1 || err != nil || q.eagerLeft == 0 {
+			t.Fatalf("Deliver = %d, %v, eager for %d Delivers", n, err, q.eagerLeft)
+		}
+		passed, bytes, dry = 1, len(first), 1
+	}
+	for i := 0; i < 12; i++ {
+		g.post(2048)
+	}
+	fs := make([][]byte, 10)
+	for i := range fs {
+		fs[i] = frame(rng, 100)
+	}
+	var truncate func()
+	fs[8], truncate = straddling(t, fs[8])
+	truncate()
+	if r := deliverFault(q, framesOf(fs...)); !isMemoryFault(r) {
+		t.Fatalf("Deliver unwound with %v, want a memory fault", r)
+	}
+	published := 0
+	if eager && k == kindPacked {
+		published = 7 // slots 1-3 and 4-7: frames 0-6
+	}
+	passed += published
+	bytes += bytesOf(fs[:published])
+	checkStats(t, q.Snapshot(), passed, bytes, map[DropReason]int{DropNoRxBuffers: dry, DropMemoryFault: 10 - published})
+
+	// The queue goes on: the next burst lands after what was
+	// published, in the buffers the fault left.
+	g0, g1 := frame(rng, 200), frame(rng, 300)
+	if n, err := q.Deliver(framesOf(g0, g1)); n != 2 || err != nil {
+		t.Fatalf("Deliver after the fault = %d, %v", n, err)
+	}
+	var want [][]byte
+	if first != nil {
+		want = append(want, first)
+	}
+	want = append(want, fs[:published]...)
+	checkReceived(t, g, true, append(want, g0, g1))
+	checkStats(t, q.Snapshot(), passed+2, bytes+len(g0)+len(g1), map[DropReason]int{DropNoRxBuffers: dry, DropMemoryFault: 10 - published})
 }
 
 func bytesOf(fs [][]byte) int {
