@@ -51,10 +51,8 @@ type RxQueue struct {
 	// Eager), eagerDelivers from the last one that ran out of buffers
 	// before its last frame: the guest is behind.
 	eagerLeft uint16
-	// inFill: a Fill is running, for unwind (its published frames).
-	inFill  bool
-	backoff rxBackoff
-	pops    int // Pops during this Deliver, bounded by maxPops
+	backoff   rxBackoff
+	pops      int // Pops during this Deliver, bounded by maxPops
 
 	used         [usedCap]virtq.Used
 	nused        int
@@ -220,18 +218,18 @@ func (q *RxQueue) unwind() {
 		return
 	}
 	q.busy = false
-	if q.inFill {
+	if j := &q.fill; j.Published > 0 {
 		// An eager Fill published some of its frames before the
-		// fault: the guest has those.
-		q.inFill = false
-		j := &q.fill
+		// fault: the guest has those (fillRun zeroes Published once a
+		// Fill returns, so only an interrupted one leaves it set).
 		bytes := 0
 		for _, src := range j.Src[:j.Published] {
 			bytes += len(src)
 		}
 		q.ctr.pass(j.Published, bytes)
 		q.unplaced -= j.Published
-		q.pushed = q.pushed || j.Published > 0 // the next finish interrupts for them
+		q.pushed = true // the next finish interrupts for them
+		j.Published = 0
 	}
 	q.ctr.drop(DropMemoryFault, q.unplaced)
 	q.unplaced = 0

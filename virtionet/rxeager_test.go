@@ -160,3 +160,34 @@ func bytesOf(fs [][]byte) int {
 	}
 	return n
 }
+
+// TestRxFaultAfterEagerFill: an eager Fill delivers the burst's first
+// frames whole, then the general path faults on the next frame (its
+// second segment is in truncated memory). The frames the Fill delivered
+// count once, as delivered; the interrupted frame counts as memory_fault.
+func TestRxFaultAfterEagerFill(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			g, q := rxCase(t, k, 0, featMrg, MaxFrameLen(9000))
+			rng := rand.New(rand.NewSource(13))
+			g.post(2048)
+			first := frame(rng, 80)
+			if n, err := q.Deliver(framesOf(first, frame(rng, 80))); n != 1 || err != nil || q.eagerLeft == 0 {
+				t.Fatalf("Deliver = %d, %v, eager for %d Delivers", n, err, q.eagerLeft)
+			}
+			for i := 0; i < 8; i++ {
+				g.post(2048)
+			}
+			f0, f1, f2 := frame(rng, 100), frame(rng, 120), frame(rng, 3000)
+			tail, truncate := doomed(t, f2[2500:])
+			f := framesOf(f0, f1)
+			f.Add([][]byte{f2[:2500], tail})
+			truncate()
+			if r := deliverFault(q, f); !isMemoryFault(r) {
+				t.Fatalf("Deliver unwound with %v, want a memory fault", r)
+			}
+			checkStats(t, q.Snapshot(), 3, len(first)+len(f0)+len(f1), map[DropReason]int{DropNoRxBuffers: 1, DropMemoryFault: 1})
+			checkReceived(t, g, true, [][]byte{first, f0, f1})
+		})
+	}
+}

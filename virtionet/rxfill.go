@@ -41,9 +41,8 @@ func (q *RxQueue) fillRun(f *Frames, i int) int {
 	}
 	j.N = n
 	j.Eager = q.eagerLeft > 0
-	q.inFill = true
 	done, err := q.filler.Fill(j)
-	q.inFill = false
+	j.Published = 0 // counted below; unwind counts it only for a Fill a fault interrupted
 	if err != nil {
 		q.fail("fill", err)
 		return 0
