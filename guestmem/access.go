@@ -1,7 +1,8 @@
 package guestmem
 
-// This file and dirtylog_unsafe.go are the only ones of the package that
-// use unsafe. This one's invariants:
+// This file, dirtylog_unsafe.go and copystream_unsafe.go (with its
+// assembly, copystream_amd64.s) are the only ones of the package that use
+// unsafe. This one's invariants:
 //   - every accessor indexes the slice at the last byte it touches before
 //     taking a pointer, so an out-of-range offset panics as a bounds check
 //     would, instead of touching memory outside b (callers check offsets

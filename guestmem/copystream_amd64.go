@@ -1,0 +1,15 @@
+package guestmem
+
+import "unsafe"
+
+const haveStreamStores = true
+
+// copyLines copies lines 64-byte lines from src to dst (64-byte aligned)
+// with non-temporal stores (copystream_amd64.s; dst is 64-byte aligned and lines >= 1: CopyStream checks both).
+//
+//go:noescape
+func copyLines(dst, src unsafe.Pointer, lines int)
+
+// StreamFence orders the non-temporal stores before it before every store
+// after it (SFENCE).
+func StreamFence()
