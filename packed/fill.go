@@ -75,8 +75,17 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 		r.publishEach(j, &run, k) // filleager.go
 		return k, nil
 	}
+	streamed := false
 	for m, dst := range run.dsts[:k] {
-		guestmem.Copy(dst[virtq.FillHeadLen:], j.Src[m])
+		if dst, src := dst[virtq.FillHeadLen:], j.Src[m]; streams(dst, src) { // fillcopy.go
+			guestmem.CopyStream(dst, src)
+			streamed = true
+		} else {
+			guestmem.Copy(dst, src)
+		}
+	}
+	if streamed {
+		guestmem.StreamFence() // before the used descriptors: the frames' streaming stores are weakly ordered
 	}
 	at, uwrap := int(r.usedIdx), r.usedWrap
 	first, firstWord := at*descSize, uint32(run.ids[0])|uint32(usedBits(uwrap)|flagWrite)<<16
