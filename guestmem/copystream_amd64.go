@@ -4,8 +4,9 @@ import "unsafe"
 
 const haveStreamStores = true
 
-// copyLines copies lines 64-byte lines from src to dst (64-byte aligned)
-// with non-temporal stores (copystream_amd64.s; dst is 64-byte aligned and lines >= 1: CopyStream checks both).
+// copyLines copies lines 64-byte lines from src to dst with non-temporal
+// stores (copystream_amd64.s). dst must be 64-byte aligned and lines at
+// least 1: CopyStream checks both.
 //
 //go:noescape
 func copyLines(dst, src unsafe.Pointer, lines int)

@@ -56,7 +56,7 @@ func TestFillRounds(t *testing.T) {
 // 256-byte slots, and how long they are: every other round as DPDK's
 // virtio driver lays them out, the frame after the 12-byte head starting a
 // cache line, so that short frames go as streaming stores
-// (copyFrame).
+// (streams, fillcopy.go).
 func frameAlign(round int) (off uint64, blen uint32) {
 	if round%2 == 1 {
 		return 64 - virtq.FillHeadLen, 192
