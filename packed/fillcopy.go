@@ -22,7 +22,7 @@ import "github.com/xvswitch/xvswitch/guestmem"
 // from its own cache after ordinary stores, from memory after streaming
 // ones (VM <-> VM at 1518 B: 10.7 -> 3.7 Mpps). The split ring's Fill does
 // not stream at all: there the loops lost 13-17% for 7% in switch -> VM.
-const streamMax = 128
+const streamMax = 2 * guestmem.CacheLine
 
 // streams reports whether a Fill copies frame src into dst, the bytes of a
 // buffer after its head, with streaming stores: a frame of one or two lines

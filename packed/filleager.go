@@ -25,7 +25,7 @@ import (
 // linesDescs is the descriptors in one 64-byte line of the ring (the
 // ring's base is page-aligned in every front-end; if not, groups of four
 // are still groups of four).
-const linesDescs = 64 / descSize
+const linesDescs = guestmem.CacheLine / descSize
 
 // publishEach ends an eager Fill whose first pass took k buffers (run):
 // each line's copies, then its used descriptors, the first one's flags
