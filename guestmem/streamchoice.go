@@ -1,0 +1,145 @@
+package guestmem
+
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// StreamChoice decides, by measuring a writer's own bursts, whether its
+// short frames go into guest memory as streaming stores (CopyStream) or as
+// ordinary ones (Copy).
+//
+// Which pays depends on where the guest's CPU sits, which the switch
+// cannot see: with the guest on a CPU far away (another core complex,
+// another socket) an ordinary store to a line the guest read last waits
+// for that line to come over, and a streaming store, which takes no line,
+// is much cheaper (BENCHMARKS.md: switch -> VM 10.9 -> 17.6 Mpps); with
+// the two sharing a cache the line comes over cheaply, the copies cost
+// about the same, and the streaming store's price shows later, when the
+// guest or the switch reads the frame again from memory instead of from
+// the shared cache (VM <-> VM loops 7-10% slower). So: stream when the
+// streaming copies are clearly cheaper than the ordinary ones, copy
+// ordinarily otherwise.
+//
+// One burst in sampleEvery that carries at least minSampleFrames frames is
+// timed, alternately in each way, from before its copies until their
+// stores are done; every window of 2*windowSamples such samples the
+// medians per frame decide the way for the next window. The other bursts
+// go the chosen way and cost one counter increment and a compare. Not safe
+// for concurrent use: one per ring, used by the ring's one writer.
+type StreamChoice struct {
+	bursts  uint32
+	stream  bool                     // the way chosen
+	way     bool                     // the way of the burst begun: stream, or a sample's
+	samples [2][windowSamples]uint32 // ns per frame, times 16: ordinary, streaming
+	taken   [2]int
+	windows [2]uint64 // windows decided ordinary, streaming
+	fence   uint32
+}
+
+const (
+	sampleEvery     = 64 // a power of two
+	minSampleFrames = 8
+	windowSamples   = 16
+)
+
+// NewStreamChoice returns a choice that streams until it has measured,
+// where the CPU has streaming stores at all.
+func NewStreamChoice() StreamChoice {
+	return StreamChoice{stream: haveStreamStores, way: haveStreamStores}
+}
+
+// Begin is called before a burst's copies of frames frames: Streams then
+// says whether to stream them. It returns, for a timed burst, the time to
+// hand End.
+func (c *StreamChoice) Begin(frames int) (since time.Duration) {
+	if c.bursts++; c.bursts%sampleEvery != 0 {
+		return 0
+	}
+	return c.sample(frames)
+}
+
+// Streams reports whether the burst begun streams its short frames.
+func (c *StreamChoice) Streams() bool { return c.way }
+
+// sample starts a timed burst, alternately in each way, if it carries
+// frames enough to time; a shorter one leaves it to the next. Not inlined,
+// so that Begin is.
+//
+//go:noinline
+func (c *StreamChoice) sample(frames int) time.Duration {
+	if frames < minSampleFrames || !haveStreamStores {
+		c.bursts--
+		return 0
+	}
+	c.way = c.bursts/sampleEvery&1 == 1
+	return max(time.Since(epoch), 1)
+}
+
+// epoch is what the samples' monotonic times are read against.
+var epoch = time.Now()
+
+// End is called after the burst's copies (and StreamFence, if it
+// streamed) with what Begin returned.
+func (c *StreamChoice) End(since time.Duration, frames int) {
+	if since != 0 {
+		c.record(since, frames)
+	}
+}
+
+func (c *StreamChoice) record(since time.Duration, frames int) {
+	// A locked instruction waits for the burst's ordinary stores to leave
+	// the store buffer, so they are counted whole, as the streaming ones
+	// are (StreamFence).
+	atomic.AddUint32(&c.fence, 1)
+	ns := time.Since(epoch) - since
+	c.add(c.way, uint32(min(ns*16/time.Duration(frames), 1<<31)))
+}
+
+// add records a sample of cost (ns per frame, times 16) taken in the way
+// stream, and decides when a window is complete.
+func (c *StreamChoice) add(stream bool, cost uint32) {
+	way := b2i(stream)
+	if c.taken[way] < windowSamples {
+		c.samples[way][c.taken[way]] = cost
+		c.taken[way]++
+	}
+	if c.taken[0] == windowSamples && c.taken[1] == windowSamples {
+		ordinary, streaming := median(&c.samples[0]), median(&c.samples[1])
+		// Stream only when clearly cheaper: at about the same cost the
+		// ordinary stores win later (the type's comment).
+		c.stream = uint64(streaming)*8 < uint64(ordinary)*7
+		c.windows[b2i(c.stream)]++
+		streamWindows[b2i(c.stream)].Add(1)
+		c.taken = [2]int{}
+	}
+	c.way = c.stream
+}
+
+// Streaming reports the way chosen for now.
+func (c *StreamChoice) Streaming() bool { return c.stream }
+
+// Windows reports how many windows chose ordinary and streaming stores.
+func (c *StreamChoice) Windows() (ordinary, streaming uint64) { return c.windows[0], c.windows[1] }
+
+// StreamWindows reports how many windows of every StreamChoice in the
+// process chose ordinary and streaming stores: what the metrics show of
+// where the guests' CPUs sit from the switch's.
+func StreamWindows() (ordinary, streaming uint64) {
+	return streamWindows[0].Load(), streamWindows[1].Load()
+}
+
+var streamWindows [2]atomic.Uint64
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func median(s *[windowSamples]uint32) uint32 {
+	slices.Sort(s[:])
+	return s[windowSamples/2]
+}
