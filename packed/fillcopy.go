@@ -15,7 +15,12 @@ import "github.com/xvswitch/xvswitch/guestmem"
 // the switch and the guests on CPUs far apart (BENCHMARKS.md, "Short frames
 // written with streaming stores"), at 64 B: switch -> VM 10.9 -> 17.6 Mpps,
 // VM <-> VM cross-connect 7.0 -> 10.2, bridge 6.7 -> 9.7; with the CPUs
-// sharing a cache, the loops 7-10% slower.
+// sharing a cache, the loops 7-10% slower. Which of the two the host is in
+// the switch cannot see, and it changes (a guest's CPU moves), so each
+// ring measures its own copies both ways and streams only while that is
+// clearly cheaper (guestmem.StreamChoice: CPUs far apart, an ordinary copy
+// of a DPDK guest's 64-byte frame costs ~30-130 ns, a streamed one ~15-30;
+// sharing a cache, ~12-20 against ~25-30).
 //
 // Long frames are copied with ordinary stores: a guest that sends a frame
 // back (a VM <-> VM loop, a forwarding VM) has the switch read it again,
@@ -25,7 +30,8 @@ import "github.com/xvswitch/xvswitch/guestmem"
 const streamMax = 2 * guestmem.CacheLine
 
 // streams reports whether a Fill copies frame src into dst, the bytes of a
-// buffer after its head, with streaming stores: a frame of one or two lines
+// buffer after its head, with streaming stores when the ring's
+// StreamChoice streams: a frame of one or two lines
 // (64 to streamMax bytes) that starts a line, as in the buffers of DPDK's
 // virtio driver. A frame that starts inside a line (a Linux guest's, 12
 // bytes in: its buffers start a line, and the head comes first) has no

@@ -64,6 +64,8 @@ type Ring struct {
 	touched uint16
 	// stamps catch an id given twice in one Fill (fill.go).
 	stamps virtq.FillStamps
+	// streaming chooses how Fill writes short frames (fillcopy.go).
+	streaming guestmem.StreamChoice
 }
 
 type inflightBuf struct {
@@ -116,6 +118,7 @@ func New(cfg virtq.Config) (*Ring, error) {
 		usedWrap:  cfg.Base&(wrapBit<<16) != 0,
 		inflight:  make([]inflightBuf, cfg.Size),
 		stamps:    virtq.NewFillStamps(int(cfg.Size)),
+		streaming: guestmem.NewStreamChoice(),
 		kicks:     kicksUnknown,
 	}
 	if cfg.ReadOnly {
