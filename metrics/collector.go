@@ -45,6 +45,10 @@ var (
 	workerSleeps = prometheus.NewDesc("xvswitch_worker_sleeps_total",
 		"Times a poll worker went idle and slept in epoll.",
 		[]string{"worker"}, nil)
+
+	streamWindows = prometheus.NewDesc("xvswitch_rx_store_windows_total",
+		"Windows (16 timed bursts each way) in which a packed receive ring chose streaming or ordinary stores for short frames: streaming while the guests' CPUs are far from the workers'.",
+		[]string{"stores"}, nil)
 )
 
 func queueCounter(name, help string) *prometheus.Desc {
@@ -63,7 +67,7 @@ type collector struct {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{buildInfo, portUp, portInfo, rxPackets, rxBytes, txPackets, txBytes, rxBursts, txBursts, flood, segCopies, zerocopy, copied, copiedB, drops,
-		fdbEntries, learnRefused, workerSleeps} {
+		fdbEntries, learnRefused, workerSleeps, streamWindows} {
 		ch <- d
 	}
 	describeKernel(ch)
@@ -125,6 +129,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for id, n := range c.src.WorkerSleeps() {
 		counter(workerSleeps, n, strconv.Itoa(id))
 	}
+	ordinary, streaming := c.src.StreamWindows()
+	counter(streamWindows, ordinary, "ordinary")
+	counter(streamWindows, streaming, "streaming")
 }
 
 var _ prometheus.Collector = (*collector)(nil)

@@ -22,13 +22,15 @@ type fakeSource struct {
 	reasons []string
 	fdb     int
 	sleeps  []uint64
+	windows [2]uint64
 }
 
-func (f *fakeSource) Ports() []ctl.PortInfo     { return f.ports }
-func (f *fakeSource) Stats() []ctl.PortCounters { return f.stats }
-func (f *fakeSource) DropReasons() []string     { return f.reasons }
-func (f *fakeSource) FDBLen() int               { return f.fdb }
-func (f *fakeSource) WorkerSleeps() []uint64    { return f.sleeps }
+func (f *fakeSource) Ports() []ctl.PortInfo           { return f.ports }
+func (f *fakeSource) Stats() []ctl.PortCounters       { return f.stats }
+func (f *fakeSource) DropReasons() []string           { return f.reasons }
+func (f *fakeSource) FDBLen() int                     { return f.fdb }
+func (f *fakeSource) WorkerSleeps() []uint64          { return f.sleeps }
+func (f *fakeSource) StreamWindows() (uint64, uint64) { return f.windows[0], f.windows[1] }
 
 // aSwitch: a NIC that is up and a vhost port that is broken, with two
 // queues.
@@ -49,6 +51,7 @@ func aSwitch() *fakeSource {
 		reasons: []string{"no_rx_buffers", "tx_full"},
 		fdb:     3,
 		sleeps:  []uint64{5, 0},
+		windows: [2]uint64{18, 19},
 	}
 }
 
@@ -104,6 +107,7 @@ var xvswitchFamilies = map[string]family{
 	"xvswitch_fdb_entries":                    {gauge, nil},
 	"xvswitch_fdb_learn_refused_total":        {counter, []string{"port"}},
 	"xvswitch_worker_sleeps_total":            {counter, []string{"worker"}},
+	"xvswitch_rx_store_windows_total":         {counter, []string{"stores"}},
 	"xvswitch_xdp_packets_total":              {counter, []string{"port", "verdict"}},
 	"xvswitch_afxdp_rx_dropped_total":         {counter, []string{"port"}},
 	"xvswitch_afxdp_rx_ring_full_total":       {counter, []string{"port"}},
@@ -216,6 +220,8 @@ func TestScrape(t *testing.T) {
 		{"xvswitch_fdb_learn_refused_total", []string{"port", "vm1"}, 0},
 		{"xvswitch_worker_sleeps_total", []string{"worker", "0"}, 5},
 		{"xvswitch_worker_sleeps_total", []string{"worker", "1"}, 0},
+		{"xvswitch_rx_store_windows_total", []string{"stores", "ordinary"}, 18},
+		{"xvswitch_rx_store_windows_total", []string{"stores", "streaming"}, 19},
 		{"xvswitch_xdp_packets_total", []string{"port", "nic0", "verdict", "redirected"}, 9},
 		{"xvswitch_xdp_packets_total", []string{"port", "nic0", "verdict", "host_nd_passed"}, 4},
 		{"xvswitch_afxdp_rx_dropped_total", []string{"port", "nic0"}, 1},

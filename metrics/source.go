@@ -16,6 +16,9 @@ type Source interface {
 	FDBLen() int
 	// WorkerSleeps is, per poll worker, how often it slept in epoll.
 	WorkerSleeps() []uint64
+	// StreamWindows is how many of the receive rings' measuring windows
+	// chose ordinary and streaming stores for short frames.
+	StreamWindows() (ordinary, streaming uint64)
 }
 
 // Build names the running program, for xvswitch_build_info.

@@ -11,6 +11,7 @@ import (
 	"github.com/xvswitch/xvswitch/afpacket"
 	"github.com/xvswitch/xvswitch/bpf"
 	"github.com/xvswitch/xvswitch/ctl"
+	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/xsk"
 )
 
@@ -85,6 +86,12 @@ func (s *Switch) WorkerSleeps() []uint64 {
 	}
 	return out
 }
+
+// StreamWindows is how many of the packed receive rings' measuring windows
+// chose ordinary and streaming stores for short frames
+// (guestmem.StreamChoice): streaming while the guests' CPUs are far from
+// the workers'.
+func (s *Switch) StreamWindows() (ordinary, streaming uint64) { return guestmem.StreamWindows() }
 
 // DropReasons names every reason a frame can be dropped for, in order.
 func (s *Switch) DropReasons() []string { return DropReasons() }
