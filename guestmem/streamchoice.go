@@ -35,7 +35,7 @@ type StreamChoice struct {
 	samples [2][windowSamples]uint32 // ns per frame, times 16: ordinary, streaming
 	taken   [2]int
 	windows [2]uint64 // windows decided ordinary, streaming
-	fence   uint32
+	fence   uint32    // for record's locked instruction
 }
 
 const (
@@ -81,7 +81,9 @@ func (c *StreamChoice) sample(frames int) time.Duration {
 var epoch = time.Now()
 
 // End is called after the burst's copies (and StreamFence, if it
-// streamed) with what Begin returned.
+// streamed) with what Begin returned. A timed burst that a memory fault
+// cut short never reaches it: its way then stays until the next timed
+// burst ends, which costs speed, not bytes (both ways write the same).
 func (c *StreamChoice) End(since time.Duration, frames int) {
 	if since != 0 {
 		c.record(since, frames)
