@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/packed"
 	"github.com/xvswitch/xvswitch/virtq"
 	"github.com/xvswitch/xvswitch/virtq/drivertest"
@@ -278,5 +279,37 @@ func TestFillFewSlots(t *testing.T) {
 	}
 	if e.r.InFlight() != 2 {
 		t.Fatalf("%d in flight, want the 2 popped", e.r.InFlight())
+	}
+}
+
+// TestFillChoosesStores: enough full bursts of short frames laid out as
+// DPDK's driver lays them (each starting a cache line) for the ring's
+// StreamChoice to time bursts both ways and decide twice: every frame
+// arrives whole whichever way its burst went, and the decisions are
+// counted (guestmem.StreamWindows, which the metrics show; no other test
+// here runs bursts enough to complete a window).
+func TestFillChoosesStores(t *testing.T) {
+	const bursts = 2*2*16*64 + 64 // two windows of 16 timed bursts each way, one in 64 timed
+	e := newEnv(t, 256, 0, 1<<20)
+	ord0, str0 := guestmem.StreamWindows()
+	next := 0
+	for burst := 0; burst < bursts; burst++ {
+		ids, addrs := make([]uint16, 0, virtq.MaxBurst), make([]uint64, 0, virtq.MaxBurst)
+		for range virtq.MaxBurst {
+			a := e.bufBase + uint64(next%1024)*256 + 64 - virtq.FillHeadLen
+			next++
+			clear(e.m.Bytes(a, 192)) // a frame left from a lap before would match
+			ids = append(ids, mustAdd(e, []drivertest.PackedBuf{{Addr: a, Len: 192, Write: true}}))
+			addrs = append(addrs, a)
+		}
+		j := drivertest.FillJob(virtq.MaxBurst, func(i int) int { return 64 + (burst+i)%65 })
+		if n, err := e.r.Fill(j); n != virtq.MaxBurst || err != nil {
+			t.Fatalf("burst %d: Fill placed %d (%v) of %d", burst, n, err, virtq.MaxBurst)
+		}
+		wantFilled(t, e, j, ids, addrs)
+	}
+	ord1, str1 := guestmem.StreamWindows()
+	if got := ord1 - ord0 + str1 - str0; got != 2 {
+		t.Errorf("%d windows decided (%d ordinary, %d streaming), want 2", got, ord1-ord0, str1-str0)
 	}
 }
