@@ -20,23 +20,25 @@ import "github.com/xvswitch/xvswitch/guestmem"
 // ring measures its own copies both ways and streams only while that is
 // clearly cheaper (guestmem.StreamChoice: CPUs far apart, an ordinary copy
 // of a DPDK guest's 64-byte frame costs ~30-130 ns, a streamed one ~15-30;
-// sharing a cache, ~12-20 against ~25-30).
+// sharing a cache, ~12-25 against ~22-30).
 //
 // Long frames are copied with ordinary stores: a guest that sends a frame
 // back (a VM <-> VM loop, a forwarding VM) has the switch read it again,
 // from its own cache after ordinary stores, from memory after streaming
 // ones (VM <-> VM at 1518 B: 10.7 -> 3.7 Mpps). The split ring's Fill does
-// not stream at all: there the loops lost 13-17% for 7% in switch -> VM.
+// not stream at all: there the loops lost 13-17% for 7% in switch -> VM,
+// and with the same choice as here too (its copies measure as these do;
+// the loops' loss comes after them).
 const streamMax = 2 * guestmem.CacheLine
 
 // streams reports whether a Fill copies frame src into dst, the bytes of a
-// buffer after its head, with streaming stores when the ring's
-// StreamChoice streams: a frame of one or two lines
-// (64 to streamMax bytes) that starts a line, as in the buffers of DPDK's
-// virtio driver. A frame that starts inside a line (a Linux guest's, 12
-// bytes in: its buffers start a line, and the head comes first) has no
-// whole first line to stream, and is copied ordinarily. When it does,
-// guestmem.StreamFence must run before the buffer is published.
+// buffer after its head, with streaming stores while the ring's
+// StreamChoice streams: a frame of one or two lines (64 to streamMax
+// bytes) that starts a line, as in the buffers of DPDK's virtio driver. A
+// frame that starts inside a line (a Linux guest's, 12 bytes in: its
+// buffers start a line, and the head comes first) has no whole first line
+// to stream, and is copied ordinarily. When it does, guestmem.StreamFence
+// must run before the buffer is published.
 func streams(dst, src []byte) bool {
 	return guestmem.StartsLine(dst) && uint(len(src)-guestmem.CacheLine) <= streamMax-guestmem.CacheLine
 }
