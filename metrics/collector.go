@@ -46,8 +46,8 @@ var (
 		"Times a poll worker went idle and slept in epoll.",
 		[]string{"worker"}, nil)
 
-	streamWindows = prometheus.NewDesc("xvswitch_rx_store_windows_total",
-		"Windows (16 timed bursts each way) in which a packed receive ring chose streaming or ordinary stores for short frames: streaming while the guests' CPUs are far from the workers'.",
+	streamWindows = prometheus.NewDesc("xvswitch_guest_rx_store_windows_total",
+		"Windows (16 timed bursts each way) in which a guest's packed receive ring chose streaming or ordinary stores for the short frames the switch writes into it: streaming while the guests' CPUs are far from the workers'.",
 		[]string{"stores"}, nil)
 )
 

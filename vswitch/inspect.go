@@ -87,8 +87,8 @@ func (s *Switch) WorkerSleeps() []uint64 {
 	return out
 }
 
-// StreamWindows is how many of the packed receive rings' measuring windows
-// chose ordinary and streaming stores for short frames
+// StreamWindows is how many measuring windows of the guests' packed
+// receive rings chose ordinary and streaming stores for short frames
 // (guestmem.StreamChoice): streaming while the guests' CPUs are far from
 // the workers'.
 func (s *Switch) StreamWindows() (ordinary, streaming uint64) { return guestmem.StreamWindows() }
