@@ -46,8 +46,11 @@ type Process struct {
 	failure string // first line saying a port could not be set up
 	ready   bool
 
-	exited   chan struct{} // closed when the process has exited
-	exitErr  error
+	exited  chan struct{} // closed when the process has exited
+	exitErr error
+	// Stuck says how Stop left a testpmd that SIGKILL had not ended
+	// within killWait (stuck.go); empty when it went.
+	Stuck    string
 	readDone chan struct{} // closed when all output has been read
 
 	stopOnce  sync.Once
@@ -135,6 +138,9 @@ func Start(t testing.TB, cfg Config) *Process {
 	t.Cleanup(func() {
 		if _, err := tp.Stop(); err != nil {
 			t.Logf("testpmd %s: %v", cfg.Name, err)
+		}
+		if tp.Stuck != "" {
+			t.Logf("testpmd %s: stopped by %s", cfg.Name, tp.Stuck)
 		}
 		if t.Failed() {
 			t.Logf("testpmd %s log (%s):\n%s", cfg.Name, tp.LogPath, tp.logExcerpt())
@@ -481,8 +487,12 @@ func (tp *Process) stop() (FwdStats, error) {
 		how = "quit"
 	case tp.cmd.Process.Signal(os.Interrupt) == nil && exited(10*time.Second):
 		how = "SIGINT"
+	case tp.cmd.Process.Kill() == nil && !exited(killWait):
+		how = "SIGKILL, and not gone " + killWait.String() + " later: " + tasksOf(tp.cmd.Process.Pid)
+		tp.mu.Lock()
+		tp.Stuck = how
+		tp.mu.Unlock()
 	default:
-		_ = tp.cmd.Process.Kill()
 		<-tp.exited
 		how = "SIGKILL"
 	}
@@ -497,7 +507,11 @@ func (tp *Process) stop() (FwdStats, error) {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	if tp.fwd == nil {
-		return FwdStats{}, fmt.Errorf("%w %s: no forward statistics (stopped by %s, exit %v)", ErrHarness, tp.cfg.Name, how, tp.exitErr)
+		exit := "none yet"
+		if tp.Stuck == "" {
+			exit = fmt.Sprint(tp.exitErr) // written before exited closed
+		}
+		return FwdStats{}, fmt.Errorf("%w %s: no forward statistics (stopped by %s, exit %s)", ErrHarness, tp.cfg.Name, how, exit)
 	}
 	return *tp.fwd, nil
 }
