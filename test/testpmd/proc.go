@@ -48,8 +48,8 @@ type Process struct {
 
 	exited  chan struct{} // closed when the process has exited
 	exitErr error
-	// Stuck says how Stop left a testpmd that SIGKILL had not ended
-	// within killWait (stuck.go); empty when it went.
+	// Stuck says how Stop left a testpmd whose Wait had not returned
+	// after SIGKILL (stuck.go); empty when it went.
 	Stuck    string
 	readDone chan struct{} // closed when all output has been read
 
@@ -487,14 +487,8 @@ func (tp *Process) stop() (FwdStats, error) {
 		how = "quit"
 	case tp.cmd.Process.Signal(os.Interrupt) == nil && exited(10*time.Second):
 		how = "SIGINT"
-	case tp.cmd.Process.Kill() == nil && !exited(killWait):
-		how = "SIGKILL, and not gone " + killWait.String() + " later: " + tasksOf(tp.cmd.Process.Pid)
-		tp.mu.Lock()
-		tp.Stuck = how
-		tp.mu.Unlock()
 	default:
-		<-tp.exited
-		how = "SIGKILL"
+		how = tp.kill(exited)
 	}
 	if tp.stdin != nil {
 		_ = tp.stdin.Close()

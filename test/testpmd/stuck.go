@@ -8,12 +8,35 @@ import (
 	"time"
 )
 
-// killWait is how long stop waits for testpmd to go after SIGKILL. A
-// process that SIGKILL does not end within it has a task stuck in the
-// kernel (seen here: a testpmd that had printed "Bye..." and closed its
-// ports took minutes to go, and the test waited on it); the test goes on
-// without it, and says what its tasks were doing.
-const killWait = 30 * time.Second
+// kill ends a testpmd that neither "quit" nor SIGINT ended, and returns
+// how. It waits for the process's Wait to return, but not forever: caught
+// here twice (2026-12-07), a testpmd that had printed "Bye..." was gone
+// (no task in /proc, SIGINT and SIGKILL refused as sent to a finished
+// process) while Wait, in waitid on its pidfd, did not return for
+// minutes; the test waited with it. Whatever reaped it, the test goes on,
+// and Stuck says what was seen.
+func (tp *Process) kill(exited func(time.Duration) bool) string {
+	err := tp.cmd.Process.Kill()
+	wait := killWait
+	if err != nil {
+		wait = goneWait // the kernel says it is gone already
+	}
+	if exited(wait) {
+		return "SIGKILL"
+	}
+	how := fmt.Sprintf("SIGKILL (%v), and its Wait not returned %v later: %s", err, wait, tasksOf(tp.cmd.Process.Pid))
+	tp.mu.Lock()
+	tp.Stuck = how
+	tp.mu.Unlock()
+	return how
+}
+
+// killWait is how long kill waits after SIGKILL for a process that was
+// still there; goneWait, for one the kernel said was gone.
+const (
+	killWait = 30 * time.Second
+	goneWait = 2 * time.Second
+)
 
 // tasksOf describes what pid's tasks are doing, from /proc: each task's
 // name, state, wait channel and the innermost frames of its kernel stack
