@@ -73,7 +73,10 @@ func (p *proc) done() bool {
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after 10 s.
+// stop sends SIGTERM to the process group, then SIGKILL after 10 s, and
+// waits for the process's Wait at most 30 s more: a process can be gone
+// while its Wait does not return (seen with testpmd, docs/testing-peers.md),
+// and a bench must not hang on it.
 func (p *proc) stop() {
 	if p.done() {
 		return
@@ -83,7 +86,10 @@ func (p *proc) stop() {
 	case <-p.exited:
 	case <-time.After(10 * time.Second):
 		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
-		<-p.exited
+		select {
+		case <-p.exited:
+		case <-time.After(30 * time.Second):
+		}
 	}
 }
 
