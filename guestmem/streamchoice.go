@@ -34,8 +34,7 @@ type StreamChoice struct {
 	way     bool                     // the way of the burst begun: stream, or a sample's
 	samples [2][windowSamples]uint32 // ns per frame, times 16: ordinary, streaming
 	taken   [2]int
-	windows [2]uint64 // windows decided ordinary, streaming
-	fence   uint32    // for record's locked instruction
+	fence   uint32 // for record's locked instruction
 }
 
 const (
@@ -54,7 +53,7 @@ func NewStreamChoice() StreamChoice {
 // says whether to stream them. It returns, for a timed burst, the time to
 // hand End.
 func (c *StreamChoice) Begin(frames int) (since time.Duration) {
-	if c.bursts++; c.bursts%sampleEvery != 0 {
+	if c.bursts++; !haveStreamStores || c.bursts%sampleEvery != 0 {
 		return 0
 	}
 	return c.sample(frames)
@@ -69,7 +68,7 @@ func (c *StreamChoice) Streams() bool { return c.way }
 //
 //go:noinline
 func (c *StreamChoice) sample(frames int) time.Duration {
-	if frames < minSampleFrames || !haveStreamStores {
+	if frames < minSampleFrames {
 		c.bursts--
 		return 0
 	}
@@ -112,7 +111,6 @@ func (c *StreamChoice) add(stream bool, cost uint32) {
 		// Stream only when clearly cheaper: at about the same cost the
 		// ordinary stores win later (the type's comment).
 		c.stream = uint64(streaming)*8 < uint64(ordinary)*7
-		c.windows[b2i(c.stream)]++
 		streamWindows[b2i(c.stream)].Add(1)
 		c.taken = [2]int{}
 	}
@@ -121,9 +119,6 @@ func (c *StreamChoice) add(stream bool, cost uint32) {
 
 // Streaming reports the way chosen for now.
 func (c *StreamChoice) Streaming() bool { return c.stream }
-
-// Windows reports how many windows chose ordinary and streaming stores.
-func (c *StreamChoice) Windows() (ordinary, streaming uint64) { return c.windows[0], c.windows[1] }
 
 // StreamWindows reports how many windows of every StreamChoice in the
 // process chose ordinary and streaming stores: what the metrics show of
