@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xvswitch/xvswitch/test/hostprobe"
+	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
 
 // BenchmarkRxCrossCore measures guest RX with the guest on the other CPU,
@@ -16,8 +17,11 @@ import (
 // with 512 buffers posted (DPDK testpmd's default), and a minimal driver
 // (crossdriver_test.go, pinned to CPU 0) reaps each used buffer and posts
 // it again, so every descriptor line moves between the cores as with a
-// real guest: its buffers are laid out as DPDK's mbufs and it reads each
-// received buffer's header, as DPDK's virtio PMD does (crossDriver).
+// real guest: it reads each received buffer's header, as DPDK's virtio PMD
+// and Linux's virtio_net do (crossDriver). Its buffers are laid out as
+// DPDK's mbufs (mbuf: the header in the last 12 bytes of the headroom, the
+// frame from the start of a line) or as Linux's mergeable buffers (linux:
+// the header from the start of a line, the frame 12 bytes in).
 // BenchmarkRxBurst32 refills with the timer stopped on one core and
 // cannot see that traffic.
 //
@@ -40,10 +44,27 @@ func BenchmarkRxCrossCore(b *testing.B) {
 	if runtime.NumCPU() < 2 {
 		b.Skip("needs 2 CPUs: the guest runs on the other one")
 	}
+	b.Run("mbuf", func(b *testing.B) {
+		rxCrossCore(b, func(m *drivertest.Mem) uint64 {
+			return m.Alloc(1, 128+crossBufLen, 128) + 128 - HeaderLen
+		})
+	})
+	b.Run("linux", func(b *testing.B) {
+		rxCrossCore(b, func(m *drivertest.Mem) uint64 {
+			return m.Alloc(1, crossBufLen, 64)
+		})
+	})
+}
+
+// crossBufLen is the length of BenchmarkRxCrossCore's buffers.
+const crossBufLen = 2048
+
+// rxCrossCore is BenchmarkRxCrossCore with the buffers that bufAt places.
+func rxCrossCore(b *testing.B, bufAt func(*drivertest.Mem) uint64) {
 	const (
 		ringSize = 4096
 		posted   = 512
-		bufLen   = 2048
+		bufLen   = crossBufLen
 		slice    = 50 * time.Millisecond
 	)
 	src := frame(rand.New(rand.NewSource(1)), 64)
@@ -63,10 +84,7 @@ func BenchmarkRxCrossCore(b *testing.B) {
 		g := newGuest(b, k, ringSize, 0)
 		g.interrupts(false)
 		for range posted {
-			// Laid out as a DPDK mbuf's: the header in the last bytes
-			// of the headroom, the frame from the start of a line.
-			at := g.m.Alloc(1, 128+bufLen, 128) + 128 - HeaderLen
-			g.add([]buf{{Addr: at, Len: bufLen, Write: true}})
+			g.add([]buf{{Addr: bufAt(g.m), Len: bufLen, Write: true}})
 		}
 		rxs[i] = NewRxQueue(g.ring, QueueConfig{Features: featV1 | featMrg})
 		drivers[i] = newCrossDriver(g)
