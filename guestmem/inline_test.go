@@ -11,5 +11,5 @@ import (
 // than most of them). The compiler's own report (-gcflags=-m) is the proof.
 func TestHotHelpersInline(t *testing.T) {
 	inlining.Check(t, "(*Hint).Hinted", "Copy", "LoadAcquire32", "StoreRelease32", "Load16", "Store16", "Fence",
-		"(*StreamChoice).Begin", "(*StreamChoice).Streams", "(*StreamChoice).End") // per burst, in the packed Fill
+		"(*StreamChoice).Begin", "(*StreamChoice).Streams", "(*StreamChoice).Restart", "(*StreamChoice).End") // per burst, in both rings' Fill
 }

@@ -32,6 +32,7 @@ type StreamChoice struct {
 	bursts  uint32
 	stream  bool                     // the way chosen
 	way     bool                     // the way of the burst begun: stream, or a sample's
+	since   time.Duration            // when a timed burst's copies started (since epoch); 0: none is timed
 	samples [2][windowSamples]uint32 // ns per frame, times 16: ordinary, streaming
 	taken   [2]int
 	fence   uint32 // for record's locked instruction
@@ -49,47 +50,79 @@ func NewStreamChoice() StreamChoice {
 	return StreamChoice{stream: haveStreamStores, way: haveStreamStores}
 }
 
-// Begin is called before a burst's copies of frames frames: Streams then
-// says whether to stream them. It returns, for a timed burst, the time to
-// hand End.
-func (c *StreamChoice) Begin(frames int) (since time.Duration) {
-	if c.bursts++; !haveStreamStores || c.bursts%sampleEvery != 0 {
-		return 0
+// Begin is called before a burst of at most frames frames touches its
+// buffers: Streams then says whether to stream them.
+func (c *StreamChoice) Begin(frames int) {
+	if c.bursts++; haveStreamStores && c.bursts%sampleEvery == 0 {
+		c.sample(frames)
 	}
-	return c.sample(frames)
+}
+
+// Restart is called when the burst's copies start, after the writer's
+// pass over its buffers: a timed burst's clock starts again there, so that
+// what is timed is the copies, where the two ways differ (the pass reads
+// the guest's descriptors, the same either way, and would blur the
+// difference).
+func (c *StreamChoice) Restart() {
+	if c.since != 0 {
+		c.since = now()
+	}
 }
 
 // Streams reports whether the burst begun streams its short frames.
 func (c *StreamChoice) Streams() bool { return c.way }
+
+// Timed reports whether the burst begun is timed.
+func (c *StreamChoice) Timed() bool { return c.since != 0 }
 
 // sample starts a timed burst, alternately in each way, if it carries
 // frames enough to time; a shorter one leaves it to the next. Not inlined,
 // so that Begin is.
 //
 //go:noinline
-func (c *StreamChoice) sample(frames int) time.Duration {
+func (c *StreamChoice) sample(frames int) {
 	if frames < minSampleFrames {
 		c.bursts--
-		return 0
+		return
 	}
 	c.way = c.bursts/sampleEvery&1 == 1
-	return max(time.Since(epoch), 1)
+	c.since = now()
 }
+
+// now is the time since epoch, never 0 (0 says a burst is not timed).
+//
+//go:noinline
+func now() time.Duration { return max(time.Since(epoch), 1) }
 
 // epoch is what the samples' monotonic times are read against.
 var epoch = time.Now()
 
 // End is called after the burst's copies (and StreamFence, if it
-// streamed) with what Begin returned. A timed burst that a memory fault
-// cut short never reaches it: its way then stays until the next timed
-// burst ends, which costs speed, not bytes (both ways write the same).
-func (c *StreamChoice) End(since time.Duration, frames int) {
-	if since != 0 {
-		c.record(since, frames)
+// streamed) with the frames the burst took and whether it streamed any. A
+// timed burst that took none is no sample, and neither is one that was to
+// stream and had no frame to stream (long frames, buffers that do not
+// start where a line can be streamed): that one makes the way ordinary
+// until a timed burst streams, with no window decided. A timed
+// burst that a memory fault cut short never reaches End: its way then
+// stays, and the next burst is timed in its place.
+func (c *StreamChoice) End(frames int, streamed bool) {
+	if c.since != 0 {
+		c.record(frames, streamed)
 	}
 }
 
-func (c *StreamChoice) record(since time.Duration, frames int) {
+func (c *StreamChoice) record(frames int, streamed bool) {
+	since := c.since
+	c.since = 0
+	if c.way && !streamed && frames > 0 {
+		// Nothing to stream: ordinary stores (nothing to test per frame)
+		// until a timed burst finds something.
+		c.stream = false
+	}
+	if frames <= 0 || c.way && !streamed {
+		c.way = c.stream
+		return
+	}
 	// A locked instruction waits for the burst's ordinary stores to leave
 	// the store buffer, so they are counted whole, as the streaming ones
 	// are (StreamFence).

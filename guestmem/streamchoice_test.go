@@ -1,6 +1,9 @@
 package guestmem
 
-import "testing"
+import (
+	"runtime"
+	"testing"
+)
 
 // TestStreamChoiceDecides feeds windows of samples and checks the way
 // chosen: streaming only when its median is clearly (1/8) below the
@@ -51,7 +54,7 @@ func TestStreamChoiceSamples(t *testing.T) {
 	if !haveStreamStores {
 		c := NewStreamChoice()
 		for range 4 * sampleEvery {
-			if c.Begin(32) != 0 || c.Streams() {
+			if c.Begin(32); c.Timed() || c.Streams() {
 				t.Fatal("timed or streamed without streaming stores")
 			}
 		}
@@ -67,15 +70,16 @@ func TestStreamChoiceSamples(t *testing.T) {
 		if i == 2*sampleEvery {
 			frames = minSampleFrames - 1
 		}
-		since := c.Begin(frames)
-		way := c.Streams()
-		c.End(since, frames)
+		c.Begin(frames)
+		way, isTimed := c.Streams(), c.Timed()
+		c.Restart()
+		c.End(frames, way)
 		switch {
-		case since == 0 && !way:
+		case !isTimed && !way:
 			t.Fatalf("burst %d: untimed and not the chosen way", i)
-		case since != 0 && frames < minSampleFrames:
+		case isTimed && frames < minSampleFrames:
 			t.Fatalf("burst %d of %d frames timed", i, frames)
-		case since != 0:
+		case isTimed:
 			timed++
 			if way {
 				timedStreaming++
@@ -89,9 +93,53 @@ func TestStreamChoiceSamples(t *testing.T) {
 		t.Errorf("timed %d bursts, %d streaming; want 8 and 4", timed, timedStreaming)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		c.End(c.Begin(32), 32)
+		c.Begin(32)
+		c.Restart()
+		c.End(32, c.Streams())
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations a burst", allocs)
+	}
+}
+
+// TestStreamChoiceNoSample: a timed burst that took no frame, or that was
+// to stream and streamed none (frames too long, buffers that start
+// nowhere a line can be streamed), is no sample: no window is decided on
+// such bursts, and the way goes back to the one chosen.
+func TestStreamChoiceNoSample(t *testing.T) {
+	if !haveStreamStores {
+		t.Skip("no streaming stores on " + runtime.GOARCH + ": nothing is timed")
+	}
+	for _, tc := range []struct {
+		name   string
+		frames func(way bool) int
+	}{
+		{"nothing streamed", func(bool) int { return 32 }},
+		{"no frame", func(bool) int { return 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewStreamChoice()
+			ord0, str0 := StreamWindows()
+			timed := 0
+			for range 4 * windowSamples * sampleEvery {
+				c.Begin(32)
+				way := c.Streams()
+				if c.Timed() {
+					timed++
+				}
+				c.Restart()
+				c.End(tc.frames(way), false)
+				if c.Streams() != c.Streaming() {
+					t.Fatal("End left the burst's way, not the chosen one")
+				}
+			}
+			ord1, str1 := StreamWindows()
+			if timed != 4*windowSamples {
+				t.Fatalf("%d bursts timed, want %d", timed, 4*windowSamples)
+			}
+			if ord1 != ord0 || str1 != str0 || c.taken[1] != 0 {
+				t.Errorf("windows decided: %d ordinary, %d streaming; streaming samples %d; want none", ord1-ord0, str1-str0, c.taken[1])
+			}
+		})
 	}
 }

@@ -31,7 +31,8 @@ import (
 // with ErrBadID, as Pop does.
 //
 // Passes, as in virtionet's placeRun: check every buffer and write its
-// head (a load first: most heads are unchanged, see virtq.FillHead.Put) and load
+// head (a load first: most heads are unchanged, see virtq.FillHead.Put;
+// not where head and frame go as whole lines, fillcopy.go) and load
 // every frame's first byte, so that the run's cache misses are in flight
 // together; then copy the frames; then write the used descriptors, the
 // first one's flags last with a release store, as Push does. The ring's
@@ -48,7 +49,17 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 	// At most the slots not in flight, a lap of the ring at most, as Pop:
 	// the used descriptors written below never pass a slot not read.
 	n := min(j.N, virtq.MaxBurst, int(r.size)-int(r.slotsInFlight))
+	// Short frames stream while the ring measures that cheaper; one burst
+	// in 64 is timed, each way in turn (fillcopy.go). The way is chosen
+	// before the first pass, which writes the heads of the buffers that
+	// are not written as whole lines; the copies are what is timed.
+	stream := false
+	if !j.Eager {
+		r.streaming.Begin(n)
+		stream = r.streaming.Streams()
+	}
 	var run fillRun
+	run.stream = stream
 	run.filled, run.fill = r.stamps.Next()
 	size := int(r.size)
 	idx, wrap := int(r.availIdx), r.availWrap
@@ -68,6 +79,7 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 	}
 	k := run.k
 	if k == 0 {
+		r.streaming.End(0, false)
 		return 0, nil
 	}
 	r.touched ^= uint16(run.t)
@@ -75,23 +87,24 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 		r.publishEach(j, &run, k) // filleager.go
 		return k, nil
 	}
-	// Short frames stream while the ring measures that cheaper; one burst
-	// in 64 is timed, each way in turn (fillcopy.go).
-	since := r.streaming.Begin(k)
-	stream := r.streaming.Streams()
+	r.streaming.Restart()
 	streamed := false
 	for m, dst := range run.dsts[:k] {
-		if dst, src := dst[virtq.FillHeadLen:], j.Src[m]; stream && streams(dst, src) { // fillcopy.go
-			guestmem.CopyStream(dst, src)
+		switch src := j.Src[m]; {
+		case run.whole&(1<<m) != 0:
+			j.Head[m].StreamWhole(dst, src)
 			streamed = true
-		} else {
-			guestmem.Copy(dst, src)
+		case stream && streams(dst[virtq.FillHeadLen:], src):
+			guestmem.CopyStream(dst[virtq.FillHeadLen:], src)
+			streamed = true
+		default:
+			guestmem.Copy(dst[virtq.FillHeadLen:], src)
 		}
 	}
 	if streamed {
 		guestmem.StreamFence() // before the used descriptors: the frames' streaming stores are weakly ordered
 	}
-	r.streaming.End(since, k)
+	r.streaming.End(k, streamed)
 	at, uwrap := int(r.usedIdx), r.usedWrap
 	first, firstWord := at*descSize, uint32(run.ids[0])|uint32(usedBits(uwrap)|flagWrite)<<16
 	for done := 0; done < k; {
@@ -118,12 +131,15 @@ type fillRun struct {
 	filled []uint32 // the ring's stamps (virtq.FillStamps) and this Fill's number
 	fill   uint32
 	t      byte
+	stream bool   // the Fill streams
+	whole  uint32 // by frame: head and frame streamed as whole lines, the head not written yet
 }
 
 // checkLap is Fill's first pass over the descriptors of lap, the next
 // slots up to the ring's end at most, available with the bits ab (shifted
 // into an id|flags word): it checks each and the frame for it, writes the
-// head into the buffer, and returns how many it took, up to the first it
+// head into the buffer (or marks it in run.whole, for the copy to write
+// with the frame), and returns how many it took, up to the first it
 // does not (see above).
 func (r *Ring) checkLap(j *virtq.FillJob, run *fillRun, lap []byte, ab uint32) (int, error) {
 	inflight, h, size := r.inflight, &r.hint, int(r.size)
@@ -154,7 +170,11 @@ func (r *Ring) checkLap(j *virtq.FillJob, run *fillRun, lap []byte, ab uint32) (
 		}
 		filled[id] = fill
 		dst = dst[:need]
-		j.Head[k].Put(dst)
+		if run.stream && virtq.StreamsWhole(dst) {
+			run.whole |= 1 << k
+		} else {
+			j.Head[k].Put(dst)
+		}
 		t ^= src[0]
 		run.ids[k], run.dsts[k] = uint16(id), dst
 		k++

@@ -22,23 +22,31 @@ import "github.com/xvswitch/xvswitch/guestmem"
 // of a DPDK guest's 64-byte frame costs ~30-130 ns, a streamed one ~15-30;
 // sharing a cache, ~12-25 against ~22-30).
 //
+// A Linux guest's buffers start a line with the head, the frame 12 bytes
+// in: there the head and the frame go as whole lines together
+// (virtq.StreamsWhole; the first pass leaves those heads unwritten), on
+// this ring and on the split ring, and the gain is larger, as the ordinary
+// way pays for the head's line twice, a load in the first pass and the
+// upgrade to a store in the copy (BENCHMARKS.md, "A Linux guest's short
+// frames as whole lines": far, 180-247 ns a frame -> 66-90).
+//
 // Long frames are copied with ordinary stores: a guest that sends a frame
 // back (a VM <-> VM loop, a forwarding VM) has the switch read it again,
 // from its own cache after ordinary stores, from memory after streaming
 // ones (VM <-> VM at 1518 B: 10.7 -> 3.7 Mpps). The split ring's Fill does
-// not stream at all: there the loops lost 13-17% for 7% in switch -> VM,
-// and with the same choice as here too (its copies measure as these do;
-// the loops' loss comes after them).
+// not stream a DPDK guest's frames: there the loops lost 13-17% for 7% in
+// switch -> VM, and with the same choice as here too (its copies measure as
+// these do; the loops' loss comes after them).
 const streamMax = 2 * guestmem.CacheLine
 
 // streams reports whether a Fill copies frame src into dst, the bytes of a
 // buffer after its head, with streaming stores while the ring's
 // StreamChoice streams: a frame of one or two lines (64 to streamMax
 // bytes) that starts a line, as in the buffers of DPDK's virtio driver. A
-// frame that starts inside a line (a Linux guest's, 12 bytes in: its
-// buffers start a line, and the head comes first) has no whole first line
-// to stream, and is copied ordinarily. When it does, guestmem.StreamFence
-// must run before the buffer is published.
+// buffer that starts a line (a Linux guest's) goes as whole lines instead,
+// head and frame (virtq.StreamsWhole), and anything else is copied
+// ordinarily. When it streams, guestmem.StreamFence must run before the
+// buffer is published.
 func streams(dst, src []byte) bool {
 	return guestmem.StartsLine(dst) && uint(len(src)-guestmem.CacheLine) <= streamMax-guestmem.CacheLine
 }

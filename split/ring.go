@@ -64,6 +64,8 @@ type Ring struct {
 
 	// stamps catch a head given twice in one Fill (fill.go).
 	stamps virtq.FillStamps
+	// streaming chooses how Fill writes a Linux guest's short frames.
+	streaming guestmem.StreamChoice
 }
 
 var _ virtq.Ring = (*Ring)(nil)
@@ -120,6 +122,7 @@ func New(cfg virtq.Config) (*Ring, error) {
 		inFlight:  make([]bool, size),
 		writeLen:  make([]uint32, size),
 		stamps:    virtq.NewFillStamps(size),
+		streaming: guestmem.NewStreamChoice(),
 	}
 	if cfg.ReadOnly {
 		r.writeMask = 0
