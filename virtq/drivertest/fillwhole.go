@@ -3,8 +3,8 @@ package drivertest
 import (
 	"runtime"
 	"testing"
-	"unsafe"
 
+	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/virtq"
 )
 
@@ -21,8 +21,8 @@ const Sentinel = 0xa5
 // ends at used. Reports whether b was written whole.
 func WantAfterUsed(t testing.TB, b []byte, used int) bool {
 	t.Helper()
-	end := (used + 63) &^ 63
-	whole := runtime.GOARCH == "amd64" && uintptr(unsafe.Pointer(unsafe.SliceData(b)))&63 == 0 && used <= virtq.WholeMax && len(b) >= end
+	end := (used + guestmem.CacheLine - 1) &^ (guestmem.CacheLine - 1)
+	whole := runtime.GOARCH == "amd64" && guestmem.StartsLine(b) && used <= virtq.WholeMax && len(b) >= end
 	if !whole {
 		end = used
 	}
