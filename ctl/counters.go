@@ -44,16 +44,21 @@ func PerBurst(packets, bursts uint64) float64 {
 // copied by the switch, ZerocopyFrames were not (the guest's buffer was
 // the NIC's). Not to be confused with the AF_XDP bind mode (show ports,
 // af_xdp=copy|zerocopy), which says whether the kernel copies.
+// StreamedFrames, of the copied, were written into a guest's buffers with
+// streaming stores: its receive ring measured them cheaper, as when the
+// guest's CPU is far from the worker's (docs/ring-fast-path.md).
 type PathCounters struct {
 	ZerocopyFrames uint64 `json:"zerocopy_frames"`
 	CopiedFrames   uint64 `json:"copied_frames"`
 	CopiedBytes    uint64 `json:"copied_bytes"`
+	StreamedFrames uint64 `json:"streamed_frames"`
 }
 
 func (p *PathCounters) add(o PathCounters) {
 	p.ZerocopyFrames += o.ZerocopyFrames
 	p.CopiedFrames += o.CopiedFrames
 	p.CopiedBytes += o.CopiedBytes
+	p.StreamedFrames += o.StreamedFrames
 }
 
 // PortCounters is one port's row of `xvswitch show stats --json`: its

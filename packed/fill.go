@@ -42,7 +42,7 @@ import (
 
 // Fill implements virtq.Filler.
 func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
-	j.Published = 0
+	j.Published, j.Streamed = 0, 0
 	if r.broken || r.dirty != nil || r.inOrder || r.writeMask == 0 {
 		return 0, nil
 	}
@@ -88,23 +88,24 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 		return k, nil
 	}
 	r.streaming.Restart()
-	streamed := false
+	streamed := 0
 	for m, dst := range run.dsts[:k] {
 		switch src := j.Src[m]; {
 		case run.whole&(1<<m) != 0:
 			j.Head[m].StreamWhole(dst, src)
-			streamed = true
+			streamed++
 		case stream && streams(dst[virtq.FillHeadLen:], src):
 			guestmem.CopyStream(dst[virtq.FillHeadLen:], src)
-			streamed = true
+			streamed++
 		default:
 			guestmem.Copy(dst[virtq.FillHeadLen:], src)
 		}
 	}
-	if streamed {
+	if streamed > 0 {
 		guestmem.StreamFence() // before the used descriptors: the frames' streaming stores are weakly ordered
 	}
-	r.streaming.End(k, streamed)
+	r.streaming.End(k, streamed > 0)
+	j.Streamed = streamed
 	at, uwrap := int(r.usedIdx), r.usedWrap
 	first, firstWord := at*descSize, uint32(run.ids[0])|uint32(usedBits(uwrap)|flagWrite)<<16
 	for done := 0; done < k; {

@@ -3,6 +3,7 @@ package split
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/virtq"
@@ -38,7 +39,7 @@ import (
 
 // Fill implements virtq.Filler.
 func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
-	j.Published = 0 // one used index for the run: never eager
+	j.Published, j.Streamed = 0, 0 // Published: one used index for the run, never eager
 	if r.err != nil || r.dirty != nil || r.writeMask == 0 {
 		return 0, nil
 	}
@@ -112,6 +113,7 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 		streamWhole(j, &dsts, k, whole)
 	}
 	r.streaming.End(k, whole != 0)
+	j.Streamed = bits.OnesCount32(whole)
 	u := r.usedIdx
 	for m, dst := range dsts[:k] {
 		off := 4 + 8*int(u&r.mask)

@@ -59,6 +59,7 @@ type RxQueue struct {
 	stagedFrames int // frames whose used entries are staged, not pushed
 	stagedBytes  int
 	delivered    int  // frames pushed during this Deliver
+	streamed     int  // of them, frames a Filler wrote with streaming stores (LastBurstStreamed)
 	offered      int  // frames given to this Deliver
 	pushed       bool // something was pushed and the guest not yet notified
 
@@ -109,6 +110,7 @@ func NewRxQueue(ring virtq.Ring, cfg QueueConfig) *RxQueue {
 // owning it should be marked broken.
 func (q *RxQueue) Deliver(f *Frames) (int, error) {
 	q.ctr.begin()
+	q.streamed = 0
 	if q.err != nil {
 		q.ctr.drop(DropRingBroken, f.n)
 		q.ctr.publish()

@@ -55,6 +55,7 @@ func (q *RxQueue) fillRun(f *Frames, i int) int {
 	}
 	q.ctr.pass(done, bytes)
 	q.delivered += done
+	q.streamed += j.Streamed
 	q.pushed = true
 	return done
 }
@@ -71,3 +72,9 @@ func fillerOf(ring virtq.Ring) virtq.Filler {
 	f, _ := ring.(virtq.Filler)
 	return f
 }
+
+// LastBurstStreamed returns how many of the frames the last Deliver
+// delivered its ring's Filler wrote with streaming stores: frames whose
+// ring measured them cheaper that way, as when the guest's CPU is far from
+// the worker's (guestmem.StreamChoice). Only the owning worker may call it.
+func (q *RxQueue) LastBurstStreamed() int { return q.streamed }

@@ -70,6 +70,10 @@ type FillJob struct {
 	// far, set as it goes: what a memory fault in the middle of it leaves
 	// delivered. A Fill that is not eager leaves it 0.
 	Published int
+	// Streamed is how many of the frames a Fill wrote with streaming
+	// stores (its ring measured them cheaper): set when the Fill returns
+	// frames, 0 from an eager Fill and from one a fault interrupted.
+	Streamed int
 }
 
 // Filler is a ring with a one-pass receive path for the common case of a

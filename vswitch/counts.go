@@ -14,7 +14,7 @@ type Counts struct {
 	drops         [NumDrops]uint32
 	anyDrop       bool
 	// The path of what an egress queue sent (ctl.PathCounters).
-	zerocopy, copied, copiedBytes uint64
+	zerocopy, copied, copiedBytes, streamed uint64
 }
 
 // Copied counts frames of bytes in all that the switch copied to send
@@ -23,6 +23,10 @@ func (c *Counts) Copied(frames, bytes uint64) {
 	c.copied += frames
 	c.copiedBytes += bytes
 }
+
+// Streamed counts, of the frames copied, those written with streaming
+// stores (a guest's receive ring that measured them cheaper).
+func (c *Counts) Streamed(frames uint64) { c.streamed += frames }
 
 // Zerocopy counts frames sent without a copy by the switch.
 func (c *Counts) Zerocopy(frames uint64) { c.zerocopy += frames }
@@ -77,6 +81,10 @@ func (c *Counts) flushEgress(q *QueueStats) {
 		q.CopiedFrames.Add(c.copied)
 		q.CopiedBytes.Add(c.copiedBytes)
 		c.copied, c.copiedBytes = 0, 0
+	}
+	if c.streamed > 0 {
+		q.StreamedFrames.Add(c.streamed)
+		c.streamed = 0
 	}
 	if c.zerocopy > 0 {
 		q.ZerocopyFrames.Add(c.zerocopy)

@@ -31,8 +31,9 @@ type QueueStats struct {
 	// segment copies = transmitted + dropped.
 	SegmentCopies atomic.Uint64
 	// The path the frames this queue transmitted took (ctl.PathCounters):
-	// copied by the switch, or not.
-	ZerocopyFrames, CopiedFrames, CopiedBytes atomic.Uint64
+	// copied by the switch, or not; of the copied, those written with
+	// streaming stores.
+	ZerocopyFrames, CopiedFrames, CopiedBytes, StreamedFrames atomic.Uint64
 }
 
 // snapshot reads the counters as queue number queue's row.
@@ -46,7 +47,8 @@ func (q *QueueStats) snapshot(queue int) ctl.QueueCounters {
 		FloodCopies:   q.FloodCopies.Load(),
 		SegmentCopies: q.SegmentCopies.Load(),
 		PathCounters: ctl.PathCounters{ZerocopyFrames: q.ZerocopyFrames.Load(),
-			CopiedFrames: q.CopiedFrames.Load(), CopiedBytes: q.CopiedBytes.Load()},
+			CopiedFrames: q.CopiedFrames.Load(), CopiedBytes: q.CopiedBytes.Load(),
+			StreamedFrames: q.StreamedFrames.Load()},
 	}
 	for d := Drop(0); d < NumDrops; d++ {
 		if n := q.Drops[d].Load(); n > 0 {

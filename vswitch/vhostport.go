@@ -349,6 +349,7 @@ func (t *vhostToGuest) sendAsIs(b *Burst, m Mask, c *Counts) {
 	packets, bytes := a.Rx.LastBurstPassed()
 	c.Frames(packets, bytes)
 	c.Copied(packets, bytes) // Deliver copies every frame
+	c.Streamed(uint64(a.Rx.LastBurstStreamed()))
 	countVirtioDrops(c, a.Rx.LastBurstDrops(), false)
 	if err != nil {
 		a.Break(err)

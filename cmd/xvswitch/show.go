@@ -25,7 +25,10 @@ var showCommand = &command{
           frames: rx + flood = tx + drops across the switch), drops by
           reason, the path (zerocopy_frames: sent with no copy by the
           switch; copied_frames, copied_bytes: copied by it, counted at
-          the queue that sent them), and the kernel's XDP counters;
+          the queue that sent them; streamed_frames: of those, written
+          into a guest's buffers with streaming stores, which its ring
+          measured cheaper, as when the guest's CPU is far from the
+          worker's), and the kernel's XDP counters;
           since start or the last 'xvswitch clear stats', the kernel's
           always since start
   workers each poll worker: its CPU, the queues it polls (PORT/QUEUE), how
@@ -128,7 +131,7 @@ func printShow(w io.Writer, what string, resp ctl.Response, asJSON bool) error {
 			}
 			if pc := p.PathCounters; pc != (ctl.PathCounters{}) {
 				// The switch's copies by path; not the AF_XDP bind mode.
-				fmt.Fprintf(tw, "\tpath\t\t\t\t\t\tzerocopy_frames=%d copied_frames=%d copied_bytes=%d\n", pc.ZerocopyFrames, pc.CopiedFrames, pc.CopiedBytes)
+				fmt.Fprintf(tw, "\tpath\t\t\t\t\t\tzerocopy_frames=%d copied_frames=%d copied_bytes=%d streamed_frames=%d\n", pc.ZerocopyFrames, pc.CopiedFrames, pc.CopiedBytes, pc.StreamedFrames)
 			}
 			if b := p.Bursts; b != (ctl.Bursts{}) {
 				// Frames per burst: near 32 the switch sets the
