@@ -101,8 +101,8 @@ var epoch = time.Now()
 // streamed) with the frames the burst took and whether it streamed any. A
 // timed burst that took none is no sample, and neither is one that was to
 // stream and had no frame to stream (long frames, buffers that do not
-// start where a line can be streamed): that one makes the way ordinary
-// until a timed burst streams, with no window decided. A timed
+// start where a line can be streamed): the way goes back to the one
+// chosen, which short frames among long ones then still take. A timed
 // burst that a memory fault cut short never reaches End: its way then
 // stays, and the next burst is timed in its place.
 func (c *StreamChoice) End(frames int, streamed bool) {
@@ -114,11 +114,6 @@ func (c *StreamChoice) End(frames int, streamed bool) {
 func (c *StreamChoice) record(frames int, streamed bool) {
 	since := c.since
 	c.since = 0
-	if c.way && !streamed && frames > 0 {
-		// Nothing to stream: ordinary stores (nothing to test per frame)
-		// until a timed burst finds something.
-		c.stream = false
-	}
 	if frames <= 0 || c.way && !streamed {
 		c.way = c.stream
 		return
