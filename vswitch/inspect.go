@@ -165,7 +165,7 @@ func (s *Switch) ClearStats() {
 // clear zeroes the queue's counters.
 func (q *QueueStats) clear() {
 	for _, c := range []*atomic.Uint64{&q.RxPackets, &q.RxBytes, &q.TxPackets, &q.TxBytes, &q.RxBursts, &q.TxBursts, &q.FloodCopies,
-		&q.ZerocopyFrames, &q.CopiedFrames, &q.CopiedBytes, &q.SegmentCopies} {
+		&q.ZerocopyFrames, &q.CopiedFrames, &q.CopiedBytes, &q.StreamedFrames, &q.SegmentCopies} {
 		c.Store(0)
 	}
 	for d := range q.Drops {

@@ -1,6 +1,8 @@
 package vswitch
 
 import (
+	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +42,39 @@ func TestClearStats(t *testing.T) {
 	balance(t, s)
 	if st := s.Stats(); st[1].RxPackets != 1 || st[0].TxPackets != 1 || st[2].TxPackets != 0 {
 		t.Fatalf("after clear and one frame: %+v", st)
+	}
+}
+
+// TestQueueStatsClearEvery: clear zeroes every counter of a queue, also
+// one added to QueueStats later and forgotten in clear's list.
+func TestQueueStatsClearEvery(t *testing.T) {
+	var q QueueStats
+	v := reflect.ValueOf(&q).Elem()
+	var set func(v reflect.Value)
+	set = func(v reflect.Value) {
+		switch c := v.Addr().Interface().(type) {
+		case *atomic.Uint64:
+			c.Store(1)
+			return
+		}
+		switch v.Kind() {
+		case reflect.Struct:
+			for i := range v.NumField() {
+				set(v.Field(i))
+			}
+		case reflect.Array:
+			for i := range v.Len() {
+				set(v.Index(i))
+			}
+		}
+	}
+	set(v)
+	if q.StreamedFrames.Load() != 1 || q.Drops[0].Load() != 1 {
+		t.Fatal("the counters were not all set")
+	}
+	q.clear()
+	if got := q.snapshot(0); !reflect.DeepEqual(got, ctl.QueueCounters{Drops: map[string]uint64{}}) {
+		t.Errorf("after clear: %+v", got)
 	}
 }
 
