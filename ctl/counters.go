@@ -45,8 +45,8 @@ func PerBurst(packets, bursts uint64) float64 {
 // the NIC's). Not to be confused with the AF_XDP bind mode (show ports,
 // af_xdp=copy|zerocopy), which says whether the kernel copies.
 // StreamedFrames, of the copied, were written into a guest's buffers with
-// streaming stores: its receive ring measured them cheaper, as when the
-// guest's CPU is far from the worker's (docs/ring-fast-path.md).
+// streaming stores, where its receive ring measured that cheaper
+// (docs/ring-fast-path.md, docs/metrics.md).
 type PathCounters struct {
 	ZerocopyFrames uint64 `json:"zerocopy_frames"`
 	CopiedFrames   uint64 `json:"copied_frames"`

@@ -32,7 +32,7 @@ var (
 	zerocopy  = queueCounter("xvswitch_zerocopy_frames_total", "Frames a port queue sent without a copy by the switch (the guest's buffer was the NIC's); not the AF_XDP bind mode.")
 	copied    = queueCounter("xvswitch_copied_frames_total", "Frames a port queue sent that the switch copied (into a guest's buffers or a UMEM frame).")
 	copiedB   = queueCounter("xvswitch_copied_bytes_total", "Bytes the switch copied to send frames on a port queue.")
-	streamed  = queueCounter("xvswitch_streamed_frames_total", "Frames of xvswitch_copied_frames_total written into a guest's buffers with streaming stores, which the guest's receive ring measured cheaper (as when the guest's CPU is far from the worker's).")
+	streamed  = queueCounter("xvswitch_streamed_frames_total", "Frames of xvswitch_copied_frames_total written into a guest's buffers with streaming stores, where the guest's receive ring measured that cheaper (short frames; with a DPDK guest, while its CPU is far from the worker's).")
 	drops     = prometheus.NewDesc("xvswitch_drops_total",
 		"Frames dropped by a port queue, by reason.",
 		[]string{"port", "queue", "reason"}, nil)

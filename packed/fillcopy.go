@@ -28,7 +28,7 @@ import "github.com/xvswitch/xvswitch/guestmem"
 // this ring and on the split ring, and the gain is larger, as the ordinary
 // way pays for the head's line twice, a load in the first pass and the
 // upgrade to a store in the copy (BENCHMARKS.md, "A Linux guest's short
-// frames as whole lines": far, 180-247 ns a frame -> 66-90).
+// frames as whole lines": far, 184-262 ns a frame -> 65-97).
 //
 // Long frames are copied with ordinary stores: a guest that sends a frame
 // back (a VM <-> VM loop, a forwarding VM) has the switch read it again,

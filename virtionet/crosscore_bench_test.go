@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xvswitch/xvswitch/guestmem"
 	"github.com/xvswitch/xvswitch/test/hostprobe"
 	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
@@ -96,6 +97,7 @@ func rxCrossCore(b *testing.B, bufAt func(*drivertest.Mem) uint64) {
 		}
 	}()
 	var all, clean []crossPair
+	ord0, str0 := guestmem.StreamWindows()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -113,6 +115,12 @@ func rxCrossCore(b *testing.B, bufAt func(*drivertest.Mem) uint64) {
 		}
 	}
 	b.StopTimer()
+	// How the rings' stores chose over the run (both kinds, every state):
+	// the share of their measuring windows that chose streaming.
+	ord1, str1 := guestmem.StreamWindows()
+	if n := ord1 - ord0 + str1 - str0; n > 0 {
+		b.ReportMetric(100*float64(str1-str0)/float64(n), "streaming-windows%")
+	}
 	// Slices during which the hypervisor ran something else on either
 	// CPU (steal time, /proc/stat) measured the host, not the code: only
 	// pairs without any count, unless there are none.

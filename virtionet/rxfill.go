@@ -74,7 +74,7 @@ func fillerOf(ring virtq.Ring) virtq.Filler {
 }
 
 // LastBurstStreamed returns how many of the frames the last Deliver
-// delivered its ring's Filler wrote with streaming stores: frames whose
-// ring measured them cheaper that way, as when the guest's CPU is far from
-// the worker's (guestmem.StreamChoice). Only the owning worker may call it.
+// delivered its ring's Filler wrote with streaming stores, where the ring
+// measured that cheaper (guestmem.StreamChoice). Only the owning worker
+// may call it.
 func (q *RxQueue) LastBurstStreamed() int { return q.streamed }
