@@ -105,3 +105,18 @@ func sum(v []uint64) uint64 {
 	}
 	return n
 }
+
+// streamed is, for each port that copied frames in the window and streamed
+// some, the share it wrote into its guest's buffers with streaming stores,
+// in name order: "vu0 97%" (a run's log line; with DPDK guests, the share
+// says how much of the window the guest's CPU measured far from the
+// worker's).
+func (p Paths) streamed() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(p)) {
+		if pc := p[name].PathCounters; pc.StreamedFrames > 0 && pc.CopiedFrames > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", name, 100*float64(pc.StreamedFrames)/float64(pc.CopiedFrames)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -386,6 +386,9 @@ func (r Run) brief(kind string) string {
 	if pb := r.PathWindow.perBurst(); pb != "" {
 		s += "; frames per burst: " + pb
 	}
+	if st := r.PathWindow.streamed(); st != "" {
+		s += "; streamed: " + st
+	}
 	if r.Profile != nil {
 		if r.Profile.Error != "" {
 			s += "; profile: " + r.Profile.Error

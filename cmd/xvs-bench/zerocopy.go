@@ -125,6 +125,7 @@ func (p Paths) since(before Paths) Paths {
 			ZerocopyFrames: delta(e.ZerocopyFrames, b.ZerocopyFrames),
 			CopiedFrames:   delta(e.CopiedFrames, b.CopiedFrames),
 			CopiedBytes:    delta(e.CopiedBytes, b.CopiedBytes),
+			StreamedFrames: delta(e.StreamedFrames, b.StreamedFrames),
 		}}
 		w.RxQueues = deltas(e.RxQueues, b.RxQueues)
 		w.TxQueues = deltas(e.TxQueues, b.TxQueues)

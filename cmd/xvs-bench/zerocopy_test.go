@@ -58,12 +58,12 @@ func TestZerocopyPlan(t *testing.T) {
 }
 
 func TestPathsSince(t *testing.T) {
-	before := Paths{"vu0": {PathCounters: ctl.PathCounters{ZerocopyFrames: 10, CopiedFrames: 5, CopiedBytes: 320}, TxQueues: []uint64{15}},
+	before := Paths{"vu0": {PathCounters: ctl.PathCounters{ZerocopyFrames: 10, CopiedFrames: 5, CopiedBytes: 320, StreamedFrames: 2}, TxQueues: []uint64{15}},
 		"nic0": {RxQueues: []uint64{100, 3, 0}, Kernel: map[string]uint64{"xdp_redirected": 100, "xdp_group_passed": 2}}}
-	after := Paths{"vu0": {PathCounters: ctl.PathCounters{ZerocopyFrames: 110, CopiedFrames: 5, CopiedBytes: 320}, TxQueues: []uint64{115}},
+	after := Paths{"vu0": {PathCounters: ctl.PathCounters{ZerocopyFrames: 110, CopiedFrames: 5, CopiedBytes: 320, StreamedFrames: 5}, TxQueues: []uint64{115}},
 		"nic0": {RxQueues: []uint64{200, 3, 0}, Kernel: map[string]uint64{"xdp_redirected": 200, "xdp_group_passed": 2}}}
 	got := after.since(before)
-	want := Paths{"vu0": {PathCounters: ctl.PathCounters{ZerocopyFrames: 100}, TxQueues: []uint64{100}},
+	want := Paths{"vu0": {PathCounters: ctl.PathCounters{ZerocopyFrames: 100, StreamedFrames: 3}, TxQueues: []uint64{100}},
 		"nic0": {RxQueues: []uint64{100, 0, 0}, Kernel: map[string]uint64{"xdp_redirected": 100}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("since:\n got %+v\nwant %+v", got, want)
@@ -132,5 +132,19 @@ func TestPerBurst(t *testing.T) {
 	before := Paths{"vu0": {RxQueues: []uint64{0}, RxBursts: []uint64{0}, TxQueues: []uint64{10, 0}, TxBursts: []uint64{5, 0}}}
 	if got, want := now.since(before).perBurst(), "gen0 rx 32.0, vu0 rx 32.0 tx 3.1"; got != want {
 		t.Errorf("perBurst %q, want %q", got, want)
+	}
+}
+
+// TestStreamedShare: the window's share of each port's copied frames
+// written with streaming stores; a port that streamed none is left out.
+func TestStreamedShare(t *testing.T) {
+	now := Paths{
+		"vu0":  {PathCounters: ctl.PathCounters{CopiedFrames: 1100, StreamedFrames: 1000}},
+		"vu1":  {PathCounters: ctl.PathCounters{CopiedFrames: 500, StreamedFrames: 0}},
+		"nic0": {PathCounters: ctl.PathCounters{CopiedFrames: 300}},
+	}
+	before := Paths{"vu0": {PathCounters: ctl.PathCounters{CopiedFrames: 100, StreamedFrames: 25}}}
+	if got, want := now.since(before).streamed(), "vu0 98%"; got != want {
+		t.Errorf("streamed %q, want %q", got, want)
 	}
 }
