@@ -72,9 +72,6 @@ func (c *StreamChoice) Restart() {
 // Streams reports whether the burst begun streams its short frames.
 func (c *StreamChoice) Streams() bool { return c.way }
 
-// Timed reports whether the burst begun is timed.
-func (c *StreamChoice) Timed() bool { return c.since != 0 }
-
 // sample starts a timed burst, alternately in each way, if it carries
 // frames enough to time; a shorter one leaves it to the next. Not inlined,
 // so that Begin is.
@@ -149,8 +146,8 @@ func (c *StreamChoice) add(stream bool, cost uint32) {
 func (c *StreamChoice) Streaming() bool { return c.stream }
 
 // StreamWindows reports how many windows of every StreamChoice in the
-// process chose ordinary and streaming stores: what the metrics show of
-// where the guests' CPUs sit from the switch's.
+// process chose ordinary and streaming stores (the metrics' process-wide
+// view of the choice).
 func StreamWindows() (ordinary, streaming uint64) {
 	return streamWindows[0].Load(), streamWindows[1].Load()
 }

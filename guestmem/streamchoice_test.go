@@ -54,7 +54,7 @@ func TestStreamChoiceSamples(t *testing.T) {
 	if !haveStreamStores {
 		c := NewStreamChoice()
 		for range 4 * sampleEvery {
-			if c.Begin(32); c.Timed() || c.Streams() {
+			if c.Begin(32); c.since != 0 || c.Streams() {
 				t.Fatal("timed or streamed without streaming stores")
 			}
 		}
@@ -71,7 +71,7 @@ func TestStreamChoiceSamples(t *testing.T) {
 			frames = minSampleFrames - 1
 		}
 		c.Begin(frames)
-		way, isTimed := c.Streams(), c.Timed()
+		way, isTimed := c.Streams(), c.since != 0
 		c.Restart()
 		c.End(frames, way)
 		switch {
@@ -124,7 +124,7 @@ func TestStreamChoiceNoSample(t *testing.T) {
 			for range 4 * windowSamples * sampleEvery {
 				c.Begin(32)
 				way := c.Streams()
-				if c.Timed() {
+				if c.since != 0 {
 					timed++
 				}
 				c.Restart()

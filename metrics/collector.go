@@ -48,7 +48,7 @@ var (
 		[]string{"worker"}, nil)
 
 	streamWindows = prometheus.NewDesc("xvswitch_guest_rx_store_windows_total",
-		"Windows (16 timed bursts each way) in which a guest's packed receive ring chose streaming or ordinary stores for the short frames the switch writes into it: streaming while the guests' CPUs are far from the workers'.",
+		"Windows (16 timed bursts each way) in which a guest's receive ring chose streaming or ordinary stores for the short frames the switch writes into it; xvswitch_streamed_frames_total says which port's frames streamed.",
 		[]string{"stores"}, nil)
 )
 

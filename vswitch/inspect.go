@@ -87,10 +87,9 @@ func (s *Switch) WorkerSleeps() []uint64 {
 	return out
 }
 
-// StreamWindows is how many measuring windows of the guests' packed
-// receive rings chose ordinary and streaming stores for short frames
-// (guestmem.StreamChoice): streaming while the guests' CPUs are far from
-// the workers'.
+// StreamWindows is how many measuring windows of the guests' receive
+// rings chose ordinary and streaming stores for short frames
+// (guestmem.StreamChoice; docs/metrics.md says what each way tells).
 func (s *Switch) StreamWindows() (ordinary, streaming uint64) { return guestmem.StreamWindows() }
 
 // DropReasons names every reason a frame can be dropped for, in order.
