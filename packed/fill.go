@@ -32,9 +32,9 @@ import (
 //
 // Passes, as in virtionet's placeRun: check every buffer and write its
 // head (a load first: most heads are unchanged, see virtq.FillHead.Put;
-// not where head and frame go as whole lines, fillcopy.go) and load
-// every frame's first byte, so that the run's cache misses are in flight
-// together; then copy the frames; then write the used descriptors, the
+// not where the head's line is streamed with the frame, fillcopy.go) and
+// load every frame's first byte, so that the run's cache misses are in
+// flight together; then copy the frames; then write the used descriptors, the
 // first one's flags last with a release store, as Push does. The ring's
 // position moves only after the copies, so a memory fault in them leaves
 // it as it was (the stamps left behind belong to a Fill that is over).
@@ -49,10 +49,10 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 	// At most the slots not in flight, a lap of the ring at most, as Pop:
 	// the used descriptors written below never pass a slot not read.
 	n := min(j.N, virtq.MaxBurst, int(r.size)-int(r.slotsInFlight))
-	// Short frames stream while the ring measures that cheaper; one burst
-	// in 64 is timed, each way in turn (fillcopy.go). The way is chosen
-	// before the first pass, which writes the heads of the buffers that
-	// are not written as whole lines; the copies are what is timed.
+	// Frames stream while the ring measures that cheaper; one burst in
+	// 64 is timed, each way in turn (fillcopy.go). The way is chosen
+	// before the first pass, which writes the heads it does not stream
+	// with their frames; the copies are what is timed.
 	stream := false
 	if !j.Eager {
 		r.streaming.Begin(n)
@@ -91,8 +91,8 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 	streamed := 0
 	for m, dst := range run.dsts[:k] {
 		switch src := j.Src[m]; {
-		case run.whole&(1<<m) != 0:
-			j.Head[m].StreamWhole(dst, src)
+		case run.streamHead&(1<<m) != 0:
+			j.Head[m].StreamHead(dst, src)
 			streamed++
 		case stream && streams(dst[virtq.FillHeadLen:], src):
 			guestmem.CopyStream(dst[virtq.FillHeadLen:], src)
@@ -126,21 +126,21 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 // fillRun is what a Fill's first pass found: the buffers, their ids, the
 // XOR of the frames' first bytes (so that their loads stay).
 type fillRun struct {
-	dsts   [virtq.MaxBurst][]byte
-	ids    [virtq.MaxBurst]uint16
-	k      int
-	filled []uint32 // the ring's stamps (virtq.FillStamps) and this Fill's number
-	fill   uint32
-	t      byte
-	stream bool   // the Fill streams
-	whole  uint32 // by frame: head and frame streamed as whole lines, the head not written yet
+	dsts       [virtq.MaxBurst][]byte
+	ids        [virtq.MaxBurst]uint16
+	k          int
+	filled     []uint32 // the ring's stamps (virtq.FillStamps) and this Fill's number
+	fill       uint32
+	t          byte
+	stream     bool   // the Fill streams
+	streamHead uint32 // by frame: the head streamed with the frame (virtq.StreamsHead), not written yet
 }
 
 // checkLap is Fill's first pass over the descriptors of lap, the next
 // slots up to the ring's end at most, available with the bits ab (shifted
 // into an id|flags word): it checks each and the frame for it, writes the
-// head into the buffer (or marks it in run.whole, for the copy to write
-// with the frame), and returns how many it took, up to the first it
+// head into the buffer (or marks it in run.streamHead, for the copy to
+// write with the frame), and returns how many it took, up to the first it
 // does not (see above).
 func (r *Ring) checkLap(j *virtq.FillJob, run *fillRun, lap []byte, ab uint32) (int, error) {
 	inflight, h, size := r.inflight, &r.hint, int(r.size)
@@ -171,8 +171,8 @@ func (r *Ring) checkLap(j *virtq.FillJob, run *fillRun, lap []byte, ab uint32) (
 		}
 		filled[id] = fill
 		dst = dst[:need]
-		if run.stream && virtq.StreamsWhole(dst) {
-			run.whole |= 1 << k
+		if run.stream && virtq.StreamsHead(dst) {
+			run.streamHead |= 1 << k
 		} else {
 			j.Head[k].Put(dst)
 		}

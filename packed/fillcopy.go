@@ -23,17 +23,21 @@ import "github.com/xvswitch/xvswitch/guestmem"
 // sharing a cache, ~12-25 against ~22-30).
 //
 // A Linux guest's buffers start a line with the head, the frame 12 bytes
-// in: there the head and the frame go as whole lines together
-// (virtq.StreamsWhole; the first pass leaves those heads unwritten), on
-// this ring and on the split ring, and the gain is larger, as the ordinary
-// way pays for the head's line twice, a load in the first pass and the
-// upgrade to a store in the copy (BENCHMARKS.md, "A Linux guest's short
-// frames as whole lines": far, 184-262 ns a frame -> 65-97).
+// in: there the head's line goes with the frame's first bytes, and a short
+// frame's whole lines with it (virtq.StreamsHead; the first pass leaves
+// those heads unwritten), on this ring and on the split ring, and the gain
+// is larger, as the ordinary way pays for the head's line twice, a load in
+// the first pass and the upgrade to a store in the copy (BENCHMARKS.md, "A
+// Linux guest's short frames as whole lines": far, 184-262 ns a frame ->
+// 65-97; "A Linux guest's long frames, their first line streamed": 1500
+// bytes, near 70-91 -> 59, far 190-206 -> 99-128).
 //
-// Long frames are copied with ordinary stores: a guest that sends a frame
-// back (a VM <-> VM loop, a forwarding VM) has the switch read it again,
-// from its own cache after ordinary stores, from memory after streaming
-// ones (VM <-> VM at 1518 B: 10.7 -> 3.7 Mpps). The split ring's Fill does
+// The rest of a long frame is copied with ordinary stores: a guest that
+// sends a frame back (a VM <-> VM loop, a forwarding VM) has the switch
+// read it again, from its own cache after ordinary stores, from memory
+// after streaming ones (VM <-> VM at 1518 B, every line streamed: 10.7 ->
+// 3.7 Mpps); a Linux guest's first line is the one line the ordinary way
+// takes twice. The split ring's Fill does
 // not stream a DPDK guest's frames: there the loops lost 13-17% for 7% in
 // switch -> VM, and with the same choice as here too (its copies measure as
 // these do; the loops' loss comes after them).
@@ -43,8 +47,8 @@ const streamMax = 2 * guestmem.CacheLine
 // buffer after its head, with streaming stores while the ring's
 // StreamChoice streams: a frame of one or two lines (64 to streamMax
 // bytes) that starts a line, as in the buffers of DPDK's virtio driver. A
-// buffer that starts a line (a Linux guest's) goes as whole lines instead,
-// head and frame (virtq.StreamsWhole), and anything else is copied
+// buffer that starts a line (a Linux guest's) has its head's line streamed
+// with the frame instead (virtq.StreamsHead), and anything else is copied
 // ordinarily. When it streams, guestmem.StreamFence must run before the
 // buffer is published.
 func streams(dst, src []byte) bool {

@@ -30,12 +30,13 @@ import (
 // Push does. Nothing of the ring's state moves before the copies are
 // done, so a memory fault leaves it as it was.
 //
-// A Linux guest's short frames, whose buffers start a line with the
-// header, go as whole lines, header and frame, with streaming stores
-// while the ring measures that cheaper (virtq.StreamsWhole,
-// guestmem.StreamChoice, packed/fillcopy.go says why): their headers are
-// left to the copy. A DPDK guest's frames, which start a line of their
-// own, are copied ordinarily on this ring (packed/fillcopy.go).
+// A Linux guest's buffers start a line with the header, the frame 12
+// bytes in: while the ring measures that cheaper (guestmem.StreamChoice,
+// packed/fillcopy.go says why) the header's line goes with the frame's
+// first bytes as one line written with streaming stores, a short frame's
+// whole lines too (virtq.StreamsHead): their headers are left to the
+// copy. A DPDK guest's frames, which start a line of their own, are
+// copied ordinarily on this ring (packed/fillcopy.go).
 
 // Fill implements virtq.Filler.
 func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
@@ -50,8 +51,8 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 		return 0, nil
 	}
 	n := min(j.N, virtq.MaxBurst, int(ready))
-	// The way chosen before the first pass, which leaves the headers of
-	// whole-line buffers to the copy; the copies are what is timed.
+	// The way chosen before the first pass, which leaves the headers it
+	// streams to the copy; the copies are what is timed.
 	r.streaming.Begin(n)
 	stream := r.streaming.Streams()
 	filled, fill := r.stamps.Next()
@@ -60,7 +61,7 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 	var dsts [virtq.MaxBurst][]byte
 	var heads [virtq.MaxBurst]uint16
 	var t byte
-	var whole uint32 // by frame: head and frame streamed as whole lines, the head not written yet
+	var streamHead uint32 // by frame: the head streamed with the frame (virtq.StreamsHead), not written yet
 	k := 0
 	for ; k < n; k++ {
 		head := guestmem.Load16(r.avail, 4+2*int((r.lastAvail+uint16(k))&r.mask))
@@ -90,8 +91,8 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 		}
 		filled[head] = fill
 		dst = dst[:need]
-		if stream && virtq.StreamsWhole(dst) {
-			whole |= 1 << k
+		if stream && virtq.StreamsHead(dst) {
+			streamHead |= 1 << k
 		} else {
 			j.Head[k].Put(dst)
 		}
@@ -105,15 +106,15 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 	r.touched ^= uint16(t)
 	r.streaming.Restart()
 	for m, dst := range dsts[:k] {
-		if whole&(1<<m) == 0 {
+		if streamHead&(1<<m) == 0 {
 			guestmem.Copy(dst[virtq.FillHeadLen:], j.Src[m])
 		}
 	}
-	if whole != 0 {
-		streamWhole(j, &dsts, k, whole)
+	if streamHead != 0 {
+		streamHeads(j, &dsts, k, streamHead)
 	}
-	r.streaming.End(k, whole != 0)
-	j.Streamed = bits.OnesCount32(whole)
+	r.streaming.End(k, streamHead != 0)
+	j.Streamed = bits.OnesCount32(streamHead)
 	u := r.usedIdx
 	for m, dst := range dsts[:k] {
 		off := 4 + 8*int(u&r.mask)
@@ -128,13 +129,14 @@ func (r *Ring) Fill(j *virtq.FillJob) (int, error) {
 
 var _ virtq.Filler = (*Ring)(nil)
 
-// streamWhole writes the frames of j that whole marks (by index, below k)
-// into dsts as whole lines, head and frame, then fences them: the
-// streaming stores are weakly ordered, and the used index comes next.
-func streamWhole(j *virtq.FillJob, dsts *[virtq.MaxBurst][]byte, k int, whole uint32) {
+// streamHeads writes the frames of j that streamHead marks (by index,
+// below k) into dsts with their heads (virtq.FillHead.StreamHead), then
+// fences them: the streaming stores are weakly ordered, and the used index
+// comes next.
+func streamHeads(j *virtq.FillJob, dsts *[virtq.MaxBurst][]byte, k int, streamHead uint32) {
 	for m := range k {
-		if whole&(1<<m) != 0 {
-			j.Head[m].StreamWhole(dsts[m], j.Src[m])
+		if streamHead&(1<<m) != 0 {
+			j.Head[m].StreamHead(dsts[m], j.Src[m])
 		}
 	}
 	guestmem.StreamFence()

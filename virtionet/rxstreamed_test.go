@@ -9,10 +9,11 @@ import (
 // TestRxLastBurstStreamed: LastBurstStreamed counts the frames of a
 // Deliver that its ring's Filler wrote with streaming stores, so that the
 // switch can say per port how a guest's frames went (the path counters'
-// streamed_frames). A new ring streams until it has measured: short
-// frames into a Linux guest's buffers (the header starting a line) stream
-// on both rings, into a DPDK guest's (the frame starting a line) on the
-// packed ring alone, long frames never.
+// streamed_frames). A new ring streams until it has measured: frames into
+// a Linux guest's buffers (the header starting a line) stream on both
+// rings (short ones whole, long ones their first line), short frames into
+// a DPDK guest's (the frame starting a line) on the packed ring alone,
+// long frames into those never.
 func TestRxLastBurstStreamed(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	for _, k := range kinds {
@@ -24,7 +25,8 @@ func TestRxLastBurstStreamed(t *testing.T) {
 		}{
 			{"linux", func(g *guest) uint64 { return g.m.Alloc(1, 2048, 64) }, 64, 8},
 			{"mbuf", func(g *guest) uint64 { return g.m.Alloc(1, 2048+128, 128) + 128 - HeaderLen }, 64, map[ringKind]int{kindPacked: 8, kindSplit: 0}[k]},
-			{"linux, long frames", func(g *guest) uint64 { return g.m.Alloc(1, 2048, 64) }, 1500, 0},
+			{"linux, long frames", func(g *guest) uint64 { return g.m.Alloc(1, 2048, 64) }, 1500, 8},
+			{"mbuf, long frames", func(g *guest) uint64 { return g.m.Alloc(1, 2048+128, 128) + 128 - HeaderLen }, 1500, 0},
 		} {
 			t.Run(k.String()+"/"+tc.layout, func(t *testing.T) {
 				g := newGuest(t, k, 64, 0)

@@ -10,10 +10,11 @@ import (
 	"github.com/xvswitch/xvswitch/virtq/drivertest"
 )
 
-// TestStreamsWhole: only a buffer that starts a line, holds at most
-// WholeMax bytes of head and frame, and whose capacity (the buffer the
-// guest gave) holds its last line whole may be written as whole lines.
-func TestStreamsWhole(t *testing.T) {
+// TestStreamsHead: only a buffer that starts a line (a Linux guest's) has
+// its head streamed with the frame, and then only where the head's line
+// is the guest's whole: the frame runs past it, or the buffer the guest
+// gave (its capacity) holds it.
+func TestStreamsHead(t *testing.T) {
 	mem := alignedBytes(4096)
 	for _, tc := range []struct {
 		name     string
@@ -24,48 +25,66 @@ func TestStreamsWhole(t *testing.T) {
 		{"a Linux guest's short frame", 0, virtq.FillHeadLen + 64, 2048, true},
 		{"the shortest", 0, virtq.FillHeadLen + 1, 64, true},
 		{"two lines exactly", 0, virtq.WholeMax, virtq.WholeMax, true},
-		{"longer than two lines", 0, virtq.WholeMax + 1, 2048, false},
-		{"last line not the guest's", 0, virtq.FillHeadLen + 64, 127, false},
+		{"longer than two lines", 0, virtq.WholeMax + 1, 2048, true},
+		{"a Linux guest's long frame", 0, virtq.FillHeadLen + 1514, 1536, true},
+		{"last line not the guest's", 0, virtq.FillHeadLen + 64, 127, true},
+		{"one line, not the guest's whole", 0, virtq.FillHeadLen + 20, 63, false},
 		{"a DPDK guest's (the head ends a line)", 64 - virtq.FillHeadLen, virtq.FillHeadLen + 64, 2048, false},
 		{"inside a line", 8, virtq.FillHeadLen + 20, 256, false},
 	} {
 		b := mem[tc.off : tc.off+tc.len : tc.off+tc.cap]
-		if got := virtq.StreamsWhole(b); got != tc.want {
-			t.Errorf("%s: StreamsWhole %v, want %v", tc.name, got, tc.want)
+		if got := virtq.StreamsHead(b); got != tc.want {
+			t.Errorf("%s: StreamsHead %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
 
-// TestStreamWhole: every length of frame that fits writes the head, the
-// frame, zeros to the end of its last line, and nothing after that.
-func TestStreamWhole(t *testing.T) {
-	mem := alignedBytes(256)
+// TestStreamHead: for every length of frame up to a long one, and a
+// buffer that holds its last line or ends with the frame, StreamHead
+// writes the head and the frame, zeros to the end of the last line where
+// the frame is short and the buffer holds that line (whole lines), and
+// nothing after that.
+func TestStreamHead(t *testing.T) {
+	const long = 1600
+	mem := alignedBytes(long + 2*guestmem.CacheLine)
 	h := virtq.FillHead{Lo: 0x0807060504030201, Hi: 0x0c0b0a09}
-	for n := 1; n <= virtq.WholeMax-virtq.FillHeadLen; n++ {
-		for i := range mem {
-			mem[i] = drivertest.Sentinel
-		}
-		src := make([]byte, n)
-		for i := range src {
-			src[i] = byte(i + 1)
-		}
-		b := mem[:virtq.FillHeadLen+n]
-		if !virtq.StreamsWhole(b) {
-			t.Fatalf("%d bytes: not whole", n)
-		}
-		h.StreamWhole(b, src)
-		guestmem.StreamFence()
-		if binary.LittleEndian.Uint64(b) != h.Lo || binary.LittleEndian.Uint32(b[8:]) != h.Hi || !bytes.Equal(b[virtq.FillHeadLen:], src) {
-			t.Fatalf("%d bytes: head or frame differs: % x", n, b)
-		}
-		end := (len(b) + guestmem.CacheLine - 1) &^ (guestmem.CacheLine - 1)
-		if !bytes.Equal(mem[len(b):end], make([]byte, end-len(b))) || !bytes.Equal(mem[end:], bytes.Repeat([]byte{drivertest.Sentinel}, len(mem)-end)) {
-			t.Fatalf("%d bytes: after the frame % x", n, mem[len(b):])
+	src := make([]byte, long)
+	for i := range src {
+		src[i] = byte(i + 1)
+	}
+	for n := 1; n <= long; n++ {
+		for _, exact := range []bool{false, true} {
+			for i := range mem {
+				mem[i] = drivertest.Sentinel
+			}
+			ln := virtq.FillHeadLen + n
+			c := len(mem)
+			if exact {
+				c = ln
+			}
+			b := mem[:ln:c]
+			if !virtq.StreamsHead(b) {
+				continue // one line, not the guest's whole
+			}
+			h.StreamHead(b, src[:n])
+			guestmem.StreamFence()
+			if binary.LittleEndian.Uint64(b) != h.Lo || binary.LittleEndian.Uint32(b[8:]) != h.Hi || !bytes.Equal(b[virtq.FillHeadLen:], src[:n]) {
+				t.Fatalf("%d bytes, capacity %d: head or frame differs: % x", n, c, b)
+			}
+			end := ln
+			if whole := (ln + guestmem.CacheLine - 1) &^ (guestmem.CacheLine - 1); whole <= virtq.WholeMax && whole <= c {
+				end = whole
+			}
+			if !bytes.Equal(mem[ln:end], make([]byte, end-ln)) || !bytes.Equal(mem[end:], bytes.Repeat([]byte{drivertest.Sentinel}, len(mem)-end)) {
+				t.Fatalf("%d bytes, capacity %d: after the frame % x", n, c, mem[ln:min(len(mem), end+64)])
+			}
 		}
 	}
-	allocs := testing.AllocsPerRun(100, func() { h.StreamWhole(mem[:76], mem[128:192]) })
-	if allocs != 0 {
-		t.Errorf("%v allocations a frame", allocs)
+	for _, n := range []int{64, 1514} {
+		allocs := testing.AllocsPerRun(100, func() { h.StreamHead(mem[:virtq.FillHeadLen+n], src[:n]) })
+		if allocs != 0 {
+			t.Errorf("%d bytes: %v allocations a frame", n, allocs)
+		}
 	}
 }
 

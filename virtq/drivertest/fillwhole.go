@@ -46,28 +46,35 @@ func WantUntouched(t testing.TB, b []byte) {
 }
 
 // CheckWholeLines runs a Filler over 8 bursts of MaxBurst buffers laid out
-// as a Linux guest's (the header starting a line), 256 bytes apart from
+// as a Linux guest's (the header starting a line), 2048 bytes apart from
 // base in m, every fifth one exactly as long as its header and frame (so
 // that its last line is not all the guest's), with frames of 1 to 140
-// bytes: post adds a writable buffer and returns its id, fill runs the
-// Fill, reaped checks that the driver got the frames of j in the buffers
-// ids at addrs. Every buffer must hold what WantAfterUsed says, nothing
-// past a buffer may change, and where the CPU has streaming stores some
-// buffers must have gone as whole lines. Under 64 bursts, none is timed:
-// every one goes the way a new ring starts with, streaming.
+// bytes and, every ninth, of 1300 to 1499: post adds a writable buffer
+// and returns its id, fill runs the Fill, reaped checks that the driver
+// got the frames of j in the buffers ids at addrs. Every buffer must hold
+// what WantAfterUsed says, nothing past a buffer may change, and where the
+// CPU has streaming stores some buffers must have gone as whole lines.
+// Under 64 bursts, none is timed: every one goes the way a new ring starts
+// with, streaming, which streams the long frames' first lines too.
 func CheckWholeLines(t testing.TB, m *Mem, base uint64, post func(addr uint64, ln uint32) uint16, fill func(*virtq.FillJob) (int, error), reaped func(j *virtq.FillJob, ids []uint16, addrs []uint64)) {
 	t.Helper()
-	frameLen := func(n int) int { return 1 + n*7%140 }
+	const apart = 2048
+	frameLen := func(n int) int {
+		if n%9 == 4 {
+			return 1300 + n%200
+		}
+		return 1 + n*7%140
+	}
 	whole := 0
 	for burst := 0; burst < 8; burst++ {
 		ids, addrs, lens := make([]uint16, 0, virtq.MaxBurst), make([]uint64, 0, virtq.MaxBurst), make([]int, 0, virtq.MaxBurst)
 		for i := range virtq.MaxBurst {
 			n := burst*virtq.MaxBurst + i
-			a, ln := base+uint64(n)*256, 256
+			a, ln := base+uint64(n)*apart, apart
 			if n%5 == 0 {
 				ln = virtq.FillHeadLen + frameLen(n)
 			}
-			b := m.Bytes(a, 256)
+			b := m.Bytes(a, apart)
 			for k := range b {
 				b[k] = Sentinel
 			}
@@ -83,7 +90,7 @@ func CheckWholeLines(t testing.TB, m *Mem, base uint64, post func(addr uint64, l
 			if WantAfterUsed(t, m.Bytes(a, uint64(lens[i])), virtq.FillHeadLen+len(j.Src[i])) {
 				whole++
 			}
-			WantUntouched(t, m.Bytes(a+uint64(lens[i]), uint64(256-lens[i])))
+			WantUntouched(t, m.Bytes(a+uint64(lens[i]), uint64(apart-lens[i])))
 		}
 	}
 	if runtime.GOARCH == "amd64" && whole == 0 {
