@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// StreamChoice decides, by measuring a writer's own bursts, whether its
-// short frames go into guest memory as streaming stores (CopyStream) or as
-// ordinary ones (Copy).
+// StreamChoice decides, by measuring a writer's own bursts, whether the
+// frames it may stream (short ones; a Linux guest's first line) go into
+// guest memory as streaming stores (CopyStream) or as ordinary ones
+// (Copy).
 //
 // Which pays depends on where the guest's CPU sits, which the switch
 // cannot see: with the guest on a CPU far away (another core complex,
@@ -69,7 +70,7 @@ func (c *StreamChoice) Restart() {
 	}
 }
 
-// Streams reports whether the burst begun streams its short frames.
+// Streams reports whether the burst begun streams the frames it may.
 func (c *StreamChoice) Streams() bool { return c.way }
 
 // sample starts a timed burst, alternately in each way, if it carries
@@ -97,11 +98,11 @@ var epoch = time.Now()
 // End is called after the burst's copies (and StreamFence, if it
 // streamed) with the frames the burst took and whether it streamed any. A
 // timed burst that took none is no sample, and neither is one that was to
-// stream and had no frame to stream (long frames, buffers that do not
-// start where a line can be streamed): the way goes back to the one
-// chosen, which short frames among long ones then still take. A timed
-// burst that a memory fault cut short never reaches End: its way then
-// stays, and the next burst is timed in its place.
+// stream and had no frame to stream (a DPDK guest's long frames, buffers
+// that do not start where a line can be streamed): the way goes back to
+// the one chosen, which short frames among long ones then still take. A
+// timed burst that a memory fault cut short never reaches End: its way
+// then stays, and the next burst is timed in its place.
 func (c *StreamChoice) End(frames int, streamed bool) {
 	if c.since != 0 {
 		c.record(frames, streamed)

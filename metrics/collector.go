@@ -32,7 +32,7 @@ var (
 	zerocopy  = queueCounter("xvswitch_zerocopy_frames_total", "Frames a port queue sent without a copy by the switch (the guest's buffer was the NIC's); not the AF_XDP bind mode.")
 	copied    = queueCounter("xvswitch_copied_frames_total", "Frames a port queue sent that the switch copied (into a guest's buffers or a UMEM frame).")
 	copiedB   = queueCounter("xvswitch_copied_bytes_total", "Bytes the switch copied to send frames on a port queue.")
-	streamed  = queueCounter("xvswitch_streamed_frames_total", "Frames of xvswitch_copied_frames_total written into a guest's buffers with streaming stores, where the guest's receive ring measured that cheaper (short frames; with a DPDK guest, while its CPU is far from the worker's).")
+	streamed  = queueCounter("xvswitch_streamed_frames_total", "Frames of xvswitch_copied_frames_total written into a guest's buffers with streaming stores, where the guest's receive ring measured that cheaper (a DPDK guest's short frames, while its CPU is far from the worker's; a Linux guest's frames, their header's line).")
 	drops     = prometheus.NewDesc("xvswitch_drops_total",
 		"Frames dropped by a port queue, by reason.",
 		[]string{"port", "queue", "reason"}, nil)
@@ -48,7 +48,7 @@ var (
 		[]string{"worker"}, nil)
 
 	streamWindows = prometheus.NewDesc("xvswitch_guest_rx_store_windows_total",
-		"Windows (16 timed bursts each way) in which a guest's receive ring chose streaming or ordinary stores for the short frames the switch writes into it; xvswitch_streamed_frames_total says which port's frames streamed.",
+		"Windows (16 timed bursts each way) in which a guest's receive ring chose streaming or ordinary stores for the frames the switch writes into it; xvswitch_streamed_frames_total says which port's frames streamed.",
 		[]string{"stores"}, nil)
 )
 

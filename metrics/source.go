@@ -17,7 +17,7 @@ type Source interface {
 	// WorkerSleeps is, per poll worker, how often it slept in epoll.
 	WorkerSleeps() []uint64
 	// StreamWindows is how many of the receive rings' measuring windows
-	// chose ordinary and streaming stores for short frames.
+	// chose ordinary and streaming stores for the frames they may stream.
 	StreamWindows() (ordinary, streaming uint64)
 }
 

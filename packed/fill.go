@@ -34,10 +34,11 @@ import (
 // head (a load first: most heads are unchanged, see virtq.FillHead.Put;
 // not where the head's line is streamed with the frame, fillcopy.go) and
 // load every frame's first byte, so that the run's cache misses are in
-// flight together; then copy the frames; then write the used descriptors, the
-// first one's flags last with a release store, as Push does. The ring's
-// position moves only after the copies, so a memory fault in them leaves
-// it as it was (the stamps left behind belong to a Fill that is over).
+// flight together; then copy the frames; then write the used descriptors,
+// the first one's flags last with a release store, as Push does. The
+// ring's position moves only after the copies, so a memory fault in them
+// leaves it as it was (the stamps left behind belong to a Fill that is
+// over).
 // An eager Fill does the last two a line at a time (filleager.go).
 
 // Fill implements virtq.Filler.

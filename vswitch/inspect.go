@@ -88,8 +88,9 @@ func (s *Switch) WorkerSleeps() []uint64 {
 }
 
 // StreamWindows is how many measuring windows of the guests' receive
-// rings chose ordinary and streaming stores for short frames
-// (guestmem.StreamChoice; docs/metrics.md says what each way tells).
+// rings chose ordinary and streaming stores for the frames they may
+// stream (guestmem.StreamChoice; docs/metrics.md says what each way
+// tells).
 func (s *Switch) StreamWindows() (ordinary, streaming uint64) { return guestmem.StreamWindows() }
 
 // DropReasons names every reason a frame can be dropped for, in order.

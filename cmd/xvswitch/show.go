@@ -25,9 +25,9 @@ var showCommand = &command{
           frames: rx + flood = tx + drops across the switch), drops by
           reason, the path (zerocopy_frames: sent with no copy by the
           switch; copied_frames, copied_bytes: copied by it, counted at
-          the queue that sent them; streamed_frames: of those, short
-          frames written into a guest's buffers with streaming stores,
-          where its ring measured that cheaper), and the kernel's XDP
+          the queue that sent them; streamed_frames: of those, frames
+          written into a guest's buffers with streaming stores, where
+          its ring measured that cheaper), and the kernel's XDP
           counters;
           since start or the last 'xvswitch clear stats', the kernel's
           always since start
