@@ -30,7 +30,7 @@ import "github.com/xvswitch/xvswitch/guestmem"
 // the first pass and the upgrade to a store in the copy (BENCHMARKS.md, "A
 // Linux guest's short frames as whole lines": far, 184-262 ns a frame ->
 // 65-97; "A Linux guest's long frames, their first line streamed": 1500
-// bytes, near 70-91 -> 59, far 190-206 -> 99-128).
+// bytes, medians near 75.6 -> 64.5 (packed), far 207 -> 132).
 //
 // The rest of a long frame is copied with ordinary stores: a guest that
 // sends a frame back (a VM <-> VM loop, a forwarding VM) has the switch
