@@ -32,15 +32,15 @@ import "github.com/xvswitch/xvswitch/guestmem"
 // 65-97; "A Linux guest's long frames, their first line streamed": 1500
 // bytes, medians near 75.6 -> 64.5 (packed), far 207 -> 132).
 //
-// The rest of a long frame is copied with ordinary stores: a guest that
-// sends a frame back (a VM <-> VM loop, a forwarding VM) has the switch
-// read it again, from its own cache after ordinary stores, from memory
-// after streaming ones (VM <-> VM at 1518 B, every line streamed: 10.7 ->
-// 3.7 Mpps); a Linux guest's first line is the one line the ordinary way
-// takes twice. The split ring's Fill does
-// not stream a DPDK guest's frames: there the loops lost 13-17% for 7% in
-// switch -> VM, and with the same choice as here too (its copies measure as
-// these do; the loops' loss comes after them).
+// A DPDK guest's long frames, and a Linux guest's after their first line,
+// are copied with ordinary stores: a guest that sends a frame back (a VM
+// <-> VM loop, a forwarding VM) has the switch read it again, from its own
+// cache after ordinary stores, from memory after streaming ones (VM <-> VM
+// at 1518 B, every line streamed: 10.7 -> 3.7 Mpps); a Linux guest's first
+// line is the one line the ordinary way takes twice. The split ring's Fill
+// does not stream a DPDK guest's frames: there the loops lost 13-17% for
+// 7% in switch -> VM, and with the same choice as here too (its copies
+// measure as these do; the loops' loss comes after them).
 const streamMax = 2 * guestmem.CacheLine
 
 // streams reports whether a Fill copies frame src into dst, the bytes of a
