@@ -20,19 +20,34 @@ import (
 // posted, so the model's view of the ring goes stale. Like DPDK's virtio
 // PMD it reads num_buffers from the header of every buffer it receives,
 // so that the header's line is in its cache when the device comes round
-// to the buffer again, as it is with a real guest.
+// to the buffer again, as it is with a real guest. With readsFrames it
+// also reads every line of what it received, as a guest that consumes
+// the frames (a kernel copying them to a socket) does, so that its rate
+// shows what the lines cost it where the device left them.
 type crossDriver struct {
-	seen    uint64 // the num_buffers read, summed so the loads stay
-	g       *guest
-	active  atomic.Bool
-	quit    atomic.Bool
-	running atomic.Bool
-	wake    chan struct{}
-	done    chan struct{}
+	seen        uint64 // the num_buffers and frame bytes read, summed so the loads stay
+	readsFrames bool
+	g           *guest
+	active      atomic.Bool
+	quit        atomic.Bool
+	running     atomic.Bool
+	wake        chan struct{}
+	done        chan struct{}
 }
 
-func newCrossDriver(g *guest) *crossDriver {
-	return &crossDriver{g: g, wake: make(chan struct{}), done: make(chan struct{})}
+func newCrossDriver(g *guest, readsFrames bool) *crossDriver {
+	return &crossDriver{g: g, readsFrames: readsFrames, wake: make(chan struct{}), done: make(chan struct{})}
+}
+
+// consume reads one byte of every line of the used bytes of buffer b,
+// when the driver reads its frames.
+func (d *crossDriver) consume(b []byte, used uint32) {
+	if !d.readsFrames {
+		return
+	}
+	for o := 0; o < int(used) && o < len(b); o += guestmem.CacheLine {
+		d.seen += uint64(b[o])
+	}
 }
 
 func (d *crossDriver) resume() {
@@ -85,12 +100,12 @@ func (d *crossDriver) packedStep() func() bool {
 	desc := pk.Desc()
 	size := int(pk.Size)
 	addrOf := make([]uint64, size) // buffer address by id
-	hdrOf := make([][]byte, size)  // its virtio-net header
+	bufOf := make([][]byte, size)  // its bytes, the virtio-net header first
 	for s := 0; s < size; s++ {
 		w := binary.LittleEndian.Uint32(desc[s*16+12:])
 		if w>>16&drivertest.PackedAvail != 0 {
 			addrOf[uint16(w)] = binary.LittleEndian.Uint64(desc[s*16:])
-			hdrOf[uint16(w)] = d.g.m.Bytes(addrOf[uint16(w)], HeaderLen)
+			bufOf[uint16(w)] = d.g.m.Bytes(addrOf[uint16(w)], 2048)
 		}
 	}
 	nu, uw := pk.NextUsed()
@@ -106,7 +121,8 @@ func (d *crossDriver) packedStep() func() bool {
 				break
 			}
 			id := uint16(w)
-			d.seen += uint64(hdrOf[id][numBuffersOff])
+			d.seen += uint64(bufOf[id][numBuffersOff])
+			d.consume(bufOf[id], binary.LittleEndian.Uint32(desc[used*16+8:]))
 			if used++; used == size {
 				used, uw = 0, !uw
 			}
@@ -144,11 +160,11 @@ func (d *crossDriver) splitStep() func() bool {
 	mask := sp.Size - 1
 	lastUsed, availIdx := uint16(0), sp.AvailIdx()
 	addrOf := make([]uint64, sp.Size)
-	hdrOf := make([][]byte, sp.Size)
+	bufOf := make([][]byte, sp.Size)
 	for h := range addrOf {
 		addrOf[h] = binary.LittleEndian.Uint64(sp.Desc[16*h:])
 		if addrOf[h] != 0 {
-			hdrOf[h] = d.g.m.Bytes(addrOf[h], HeaderLen)
+			bufOf[h] = d.g.m.Bytes(addrOf[h], 2048)
 		}
 	}
 	return func() bool {
@@ -159,7 +175,8 @@ func (d *crossDriver) splitStep() func() bool {
 		for ; lastUsed != now; lastUsed++ {
 			e := sp.Used[4+8*int(lastUsed&mask):]
 			head := uint16(binary.LittleEndian.Uint32(e))
-			d.seen += uint64(hdrOf[head][numBuffersOff])
+			d.seen += uint64(bufOf[head][numBuffersOff])
+			d.consume(bufOf[head], binary.LittleEndian.Uint32(e[4:]))
 			sp.WriteDesc(head, addrOf[head], 2048, drivertest.SplitFWrite, 0)
 			sp.WriteAvail(availIdx, head)
 			availIdx++
