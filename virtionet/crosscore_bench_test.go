@@ -42,8 +42,10 @@ import (
 // device cost per frame (the time of the bursts that found a buffer for
 // every frame, per frame; median over the pairs) and packed's speedup
 // over split (median of the pairs' ratios). Over all counted pairs: each
-// kind's rate and how much of what the device offered found a buffer
-// (fed%: below 100, the driver set the pace at times). Needs 2 CPUs.
+// kind's rate, how much of what the device offered found a buffer
+// (fed%: below 100, the driver set the pace at times), and how much of
+// what it delivered went with streaming stores (streamed%: an eager Fill,
+// for a while after the ring ran dry, copies ordinarily). Needs 2 CPUs.
 func BenchmarkRxCrossCore(b *testing.B) {
 	if runtime.NumCPU() < 2 {
 		b.Skip("needs 2 CPUs: the guest runs on the other one")
@@ -152,6 +154,7 @@ func rxCrossCore(b *testing.B, bufAt func(*drivertest.Mem) uint64, frameLen int,
 	for i, k := range kinds {
 		b.ReportMetric(medianOf(clean, func(p crossPair) float64 { return p.s[i].mfps() }), k.String()+"-Mfps")
 		b.ReportMetric(medianOf(clean, func(p crossPair) float64 { return p.s[i].fedPct() }), k.String()+"-fed%")
+		b.ReportMetric(medianOf(clean, func(p crossPair) float64 { return p.s[i].streamedPct() }), k.String()+"-streamed%")
 	}
 }
 
@@ -171,6 +174,7 @@ type crossSlice struct {
 	elapsed time.Duration
 	offered int // frames given to Deliver
 	got     int // frames delivered
+	stream  int // of those, written with streaming stores (RxQueue.LastBurstStreamed)
 	fed     int // frames of the bursts delivered whole
 	fedTime time.Duration
 	steal   float64 // steal time of CPUs 0 and 1 during the slice, ms
@@ -178,7 +182,10 @@ type crossSlice struct {
 
 func (c crossSlice) mfps() float64   { return float64(c.got) / c.elapsed.Seconds() / 1e6 }
 func (c crossSlice) fedPct() float64 { return 100 * float64(c.got) / float64(max(c.offered, 1)) }
-func (c crossSlice) fedNs() float64  { return float64(c.fedTime.Nanoseconds()) / float64(max(c.fed, 1)) }
+func (c crossSlice) streamedPct() float64 {
+	return 100 * float64(c.stream) / float64(max(c.got, 1))
+}
+func (c crossSlice) fedNs() float64 { return float64(c.fedTime.Nanoseconds()) / float64(max(c.fed, 1)) }
 
 // deliverFor delivers f to q again and again for d.
 func deliverFor(b *testing.B, q *RxQueue, f *Frames, d time.Duration) crossSlice {
@@ -197,6 +204,7 @@ func deliverFor(b *testing.B, q *RxQueue, f *Frames, d time.Duration) crossSlice
 		}
 		t0 = t1
 		c.got += k
+		c.stream += q.LastBurstStreamed()
 		c.offered += f.Len()
 	}
 	c.elapsed = time.Since(start)
