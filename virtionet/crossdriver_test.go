@@ -105,7 +105,7 @@ func (d *crossDriver) packedStep() func() bool {
 		w := binary.LittleEndian.Uint32(desc[s*16+12:])
 		if w>>16&drivertest.PackedAvail != 0 {
 			addrOf[uint16(w)] = binary.LittleEndian.Uint64(desc[s*16:])
-			bufOf[uint16(w)] = d.g.m.Bytes(addrOf[uint16(w)], 2048)
+			bufOf[uint16(w)] = d.g.m.Bytes(addrOf[uint16(w)], crossBufLen)
 		}
 	}
 	nu, uw := pk.NextUsed()
@@ -128,7 +128,7 @@ func (d *crossDriver) packedStep() func() bool {
 			}
 			off := avail * 16
 			binary.LittleEndian.PutUint64(desc[off:], addrOf[id])
-			binary.LittleEndian.PutUint32(desc[off+8:], 2048)
+			binary.LittleEndian.PutUint32(desc[off+8:], crossBufLen)
 			flags := uint32(drivertest.PackedWrite)
 			if aw {
 				flags |= drivertest.PackedAvail
@@ -164,7 +164,7 @@ func (d *crossDriver) splitStep() func() bool {
 	for h := range addrOf {
 		addrOf[h] = binary.LittleEndian.Uint64(sp.Desc[16*h:])
 		if addrOf[h] != 0 {
-			bufOf[h] = d.g.m.Bytes(addrOf[h], 2048)
+			bufOf[h] = d.g.m.Bytes(addrOf[h], crossBufLen)
 		}
 	}
 	return func() bool {
@@ -177,7 +177,7 @@ func (d *crossDriver) splitStep() func() bool {
 			head := uint16(binary.LittleEndian.Uint32(e))
 			d.seen += uint64(bufOf[head][numBuffersOff])
 			d.consume(bufOf[head], binary.LittleEndian.Uint32(e[4:]))
-			sp.WriteDesc(head, addrOf[head], 2048, drivertest.SplitFWrite, 0)
+			sp.WriteDesc(head, addrOf[head], crossBufLen, drivertest.SplitFWrite, 0)
 			sp.WriteAvail(availIdx, head)
 			availIdx++
 		}
