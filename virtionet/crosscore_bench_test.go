@@ -26,8 +26,8 @@ import (
 // the header from the start of a line, the frame 12 bytes in). In the
 // -reads case the driver also reads every line of each frame, as a guest
 // that consumes them, so that the rates (Mfps) show what the device's way
-// of writing costs the guest. BenchmarkRxBurst32 refills with the timer stopped on one core and
-// cannot see that traffic.
+// of writing costs the guest. BenchmarkRxBurst32 refills with the timer
+// stopped on one core and cannot see that traffic.
 //
 // On the shared virtual machines this runs on, two things of the host's
 // move the result by up to 2x, second by second: steal time (the
@@ -182,10 +182,10 @@ type crossSlice struct {
 
 func (c crossSlice) mfps() float64   { return float64(c.got) / c.elapsed.Seconds() / 1e6 }
 func (c crossSlice) fedPct() float64 { return 100 * float64(c.got) / float64(max(c.offered, 1)) }
+func (c crossSlice) fedNs() float64  { return float64(c.fedTime.Nanoseconds()) / float64(max(c.fed, 1)) }
 func (c crossSlice) streamedPct() float64 {
 	return 100 * float64(c.stream) / float64(max(c.got, 1))
 }
-func (c crossSlice) fedNs() float64 { return float64(c.fedTime.Nanoseconds()) / float64(max(c.fed, 1)) }
 
 // deliverFor delivers f to q again and again for d.
 func deliverFor(b *testing.B, q *RxQueue, f *Frames, d time.Duration) crossSlice {
